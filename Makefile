@@ -1,0 +1,27 @@
+# The README's commands. `make demo` brings the whole app up on SQLite with the offline demo
+# services; `make test` runs every test (on SQLite, or on the database DATABASE_URL names).
+PY := .venv/bin/python
+STAMP := .venv/.installed
+
+.PHONY: demo test lint bench install
+
+$(STAMP): requirements.txt
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) manage.py quickstart
+
+test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest --create-db -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+bench: $(STAMP)
+	$(PY) bench/engine.py

@@ -1,0 +1,3 @@
+"""WebSocket routes (filled by the inspector app)."""
+
+websocket_urlpatterns: list = []

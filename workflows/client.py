@@ -1,0 +1,185 @@
+"""The in-process client: start runs, send them messages, call their actions, read their events.
+
+Sync methods with `a`-prefixed async twins, as in Django's ORM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from typing import TYPE_CHECKING, Any
+
+from .clock import Clock
+from .context import ActionContext
+from .definition import validate_key
+from .exceptions import MessageTimeout, RunFinished
+from .records import EventRecord, MessageRecord, OutgoingMessage, RunRecord, RunStatus
+
+if TYPE_CHECKING:
+    from .definition import Registry, Workflow
+    from .store import Store
+
+WAIT_POLL_START = 0.01  # seconds: first look for a completed message, doubling ...
+WAIT_POLL_MAX = 0.25  # seconds: ... up to this
+
+
+def _default_store() -> Store:
+    from .conf import default_store
+
+    return default_store()
+
+
+class WorkflowClient:
+    """Runs of one workflow, addressed by key."""
+
+    def __init__(self, registry: Registry, name: str, store: Store | None = None, clock: Clock | None = None):
+        self.registry = registry
+        self.name = name
+        self.definition: Workflow = registry.get(name)
+        self.store = store or _default_store()
+        self.clock = clock or Clock()
+
+    def _handle(self, run: RunRecord) -> RunHandle:
+        return RunHandle(self, run)
+
+    def get_or_create(self, key: list[str] | tuple[str, ...]) -> RunHandle:
+        """The run of this key, created (and started) when missing: a stable key makes starts idempotent."""
+        key = validate_key(key)
+        run, _created = self.store.get_or_create_run(
+            workflow=self.name,
+            key=key,
+            version=self.definition.version,
+            initial_state=self.definition.initial_state(),
+            now=self.clock.now(),
+        )
+        return self._handle(run)
+
+    async def aget_or_create(self, key: list[str] | tuple[str, ...]) -> RunHandle:
+        key = validate_key(key)
+        run, _created = await self.store.aget_or_create_run(
+            workflow=self.name,
+            key=key,
+            version=self.definition.version,
+            initial_state=self.definition.initial_state(),
+            now=self.clock.now(),
+        )
+        return self._handle(run)
+
+    def get(self, key: list[str] | tuple[str, ...]) -> RunHandle:
+        """The run of this key; raises RunNotFound."""
+        return self._handle(self.store.find_run(self.name, validate_key(key)))
+
+    async def aget(self, key: list[str] | tuple[str, ...]) -> RunHandle:
+        return self._handle(await self.store.afind_run(self.name, validate_key(key)))
+
+    def get_by_id(self, run_id: str) -> RunHandle:
+        return self._handle(self._check(self.store.get_run(run_id)))
+
+    async def aget_by_id(self, run_id: str) -> RunHandle:
+        return self._handle(self._check(await self.store.aget_run(run_id)))
+
+    def _check(self, run: RunRecord) -> RunRecord:
+        from .exceptions import RunNotFound
+
+        if run.workflow != self.name:
+            raise RunNotFound(f"run {run.id} is a {run.workflow} run, not {self.name}")
+        return run
+
+
+class RunHandle:
+    """One run. Reads go to the store each time: `info()` is the run as stored now."""
+
+    def __init__(self, client: WorkflowClient, run: RunRecord) -> None:
+        self._client = client
+        self.run_id = run.id
+        self.workflow = run.workflow
+        self.key = tuple(run.key)
+        self.snapshot = run  # as read when the handle was made
+
+    def __repr__(self) -> str:
+        return f"<RunHandle {self.workflow}{list(self.key)} {self.run_id}>"
+
+    # --- reads ---
+    def info(self) -> RunRecord:
+        return self._client.store.get_run(self.run_id)
+
+    async def ainfo(self) -> RunRecord:
+        return await self._client.store.aget_run(self.run_id)
+
+    def events(self, after: int = 0, limit: int = 1000) -> list[EventRecord]:
+        return self._client.store.list_events(self.run_id, after=after, limit=limit)
+
+    async def aevents(self, after: int = 0, limit: int = 1000) -> list[EventRecord]:
+        return await self._client.store.alist_events(self.run_id, after=after, limit=limit)
+
+    # --- messages ---
+    def _outgoing(self, queue: str, body: Any) -> OutgoingMessage:
+        spec = self._client.definition.queue_spec(queue, self.workflow)
+        return OutgoingMessage(
+            queue=queue, body=spec.validate(f"queue {self.workflow}.{queue}", body), run_id=self.run_id
+        )
+
+    def send(self, queue: str, body: Any = None, *, wait: bool = False, timeout: float = 30.0) -> Any:
+        """Store a message for the run. With `wait`, block until the run completes it and return the
+        response (MessageTimeout after `timeout` seconds; the message stays queued)."""
+        message = self._client.store.send(self._outgoing(queue, body), now=self._client.clock.now())
+        if not wait:
+            return message
+        deadline, pause = time.monotonic() + timeout, WAIT_POLL_START
+        while True:
+            current = self._client.store.get_message(message.id)
+            if current.completed_at is not None:
+                return current.response
+            self._raise_if_finished_without(current)
+            if time.monotonic() >= deadline:
+                raise MessageTimeout(f"message {message.id} to {queue!r} was not completed within {timeout:g}s")
+            time.sleep(pause)
+            pause = min(pause * 2, WAIT_POLL_MAX)
+
+    async def asend(self, queue: str, body: Any = None, *, wait: bool = False, timeout: float = 30.0) -> Any:
+        message = await self._client.store.asend(self._outgoing(queue, body), now=self._client.clock.now())
+        if not wait:
+            return message
+        loop = asyncio.get_running_loop()
+        deadline, pause = loop.time() + timeout, WAIT_POLL_START
+        while True:
+            current = await self._client.store.aget_message(message.id)
+            if current.completed_at is not None:
+                return current.response
+            if loop.time() >= deadline:
+                raise MessageTimeout(f"message {message.id} to {queue!r} was not completed within {timeout:g}s")
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, WAIT_POLL_MAX)
+
+    def _raise_if_finished_without(self, message: MessageRecord) -> None:
+        if message.consumed_at is None:
+            run = self.info()
+            if run.status in RunStatus.TERMINAL:
+                raise RunFinished(f"run {self.run_id} is {run.status}; message {message.id} will not be answered")
+
+    # --- actions ---
+    def _action_context(self, run: RunRecord) -> ActionContext:
+        return ActionContext(run_id=run.id, key=tuple(run.key), status=run.status, state=run.state, result=run.result)
+
+    def action(self, name: str) -> Any:
+        fn = self._client.definition.action_fn(name, self.workflow)
+        result = fn(self._action_context(self.info()))
+        if inspect.isawaitable(result):
+            raise TypeError(f"action {name!r} is async: call `await handle.aaction(...)`")
+        return result
+
+    async def aaction(self, name: str) -> Any:
+        fn = self._client.definition.action_fn(name, self.workflow)
+        result = fn(self._action_context(await self.ainfo()))
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    # --- control ---
+    def cancel(self) -> RunRecord:
+        """Ask the run to stop: a waiting run ends cancelled at once, a running one at its next entry."""
+        return self._client.store.request_cancel(self.run_id, now=self._client.clock.now())
+
+    async def acancel(self) -> RunRecord:
+        return await self._client.store.arequest_cancel(self.run_id, now=self._client.clock.now())

@@ -1,0 +1,236 @@
+"""The objects user code touches: `ctx` in a workflow body, `step` in a step, `c` in on_error
+and actions, and received messages. They hold no logic of their own: the Execution decides.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .records import OutgoingMessage
+
+if TYPE_CHECKING:
+    from .executor import Execution
+
+
+class RunContext:
+    """`ctx`: the run seen from its body. Names are history entries, unique per scope."""
+
+    def __init__(self, execution: Execution, scope: str = "") -> None:
+        self._ex = execution
+        self._scope = scope
+        self.queue = QueueContext(execution, scope)
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return tuple(self._ex.run.key)
+
+    @property
+    def run_id(self) -> str:
+        return self._ex.run.id
+
+    @property
+    def workflow_name(self) -> str:
+        return self._ex.run.workflow
+
+    @property
+    def version(self) -> str:
+        return self._ex.run.version
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The durable state; changes outside a step commit with the next entry."""
+        return self._ex.state
+
+    def broadcast(self, event: str, payload: Any = None) -> None:
+        """Push an event; not repeated while the body replays recorded entries."""
+        self._ex.broadcast_from_body(event, payload)
+
+    async def step(
+        self,
+        name: str,
+        fn: Callable[[StepContext], Any],
+        input: Any = None,
+        *,
+        timeout: float = 30,
+        retry_on_timeout: bool = False,
+        max_retries: int = 3,
+        retry_backoff_base: float = 0.1,
+        retry_backoff_max: float = 30.0,
+        rollback: Callable[..., Any] | None = None,
+    ) -> Any:
+        return await self._ex.step(
+            self._scope,
+            name,
+            fn,
+            input,
+            timeout=timeout,
+            retry_on_timeout=retry_on_timeout,
+            max_retries=max_retries,
+            retry_backoff_base=retry_backoff_base,
+            retry_backoff_max=retry_backoff_max,
+        )
+
+    async def sleep(self, name: str, seconds: float) -> None:
+        await self._ex.sleep(self._scope, name, seconds=seconds)
+
+    async def sleep_until(self, name: str, when: dt.datetime) -> None:
+        await self._ex.sleep(self._scope, name, until=when)
+
+
+class QueueContext:
+    """`ctx.queue`: durable waits for messages sent to this run."""
+
+    def __init__(self, execution: Execution, scope: str) -> None:
+        self._ex = execution
+        self._scope = scope
+
+    async def next(
+        self,
+        name: str,
+        names: list[str] | None = None,
+        timeout: float | None = None,
+        completable: bool = False,
+    ) -> Message | None:
+        messages = await self._ex.queue_wait(
+            self._scope, name, names, count=1, timeout=timeout, completable=completable
+        )
+        return messages[0] if messages else None
+
+    async def next_batch(
+        self,
+        name: str,
+        names: list[str] | None = None,
+        count: int = 1,
+        timeout: float | None = None,
+        completable: bool = False,
+    ) -> list[Message]:
+        if count < 1:
+            raise ValueError("count must be >= 1")
+        return await self._ex.queue_wait(
+            self._scope, name, names, count=count, timeout=timeout, completable=completable
+        )
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message taken from a queue. A completable one is answered with `await complete(response)`."""
+
+    id: int
+    queue: str
+    body: Any
+    sent_at: str
+    completable: bool
+    _complete: Callable[[int, Any], Awaitable[None]] | None = None
+
+    async def complete(self, response: Any = None) -> None:
+        if not self.completable or self._complete is None:
+            raise RuntimeError(
+                f"message {self.id} was not taken with completable=True; it cannot be completed"
+            )
+        await self._complete(self.id, response)
+
+
+class StepContext:
+    """`step`: what a step body sees. Its state is a private copy, kept only if the attempt succeeds."""
+
+    def __init__(self, execution: Execution, name: str, input: Any, attempt: int) -> None:
+        self._ex = execution
+        self.name = name
+        self.input = input
+        self.attempt = attempt
+        self.state: dict[str, Any] = copy.deepcopy(execution.state)
+        self.meta: dict[str, Any] = {}  # recorded with the step (e.g. {"usage": {...}} of a model call)
+        self.events: list[tuple[str, Any]] = []
+        self.messages: list[OutgoingMessage] = []
+        self.queue = StepQueue(self)
+
+    @property
+    def run_id(self) -> str:
+        return self._ex.run.id
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return tuple(self._ex.run.key)
+
+    def broadcast(self, event: str, payload: Any = None) -> None:
+        self.events.append((event, self._ex.validate_event(event, payload)))
+
+
+class StepQueue:
+    """`step.queue.send(...)`: messages that leave with the step's result, or not at all."""
+
+    def __init__(self, step: StepContext) -> None:
+        self._step = step
+
+    def send(
+        self,
+        queue: str,
+        body: Any = None,
+        *,
+        run_id: str | None = None,
+        workflow: str | None = None,
+        key: list[str] | None = None,
+    ) -> None:
+        """Send to this run (default), to `run_id`, or to the run of (`workflow`, `key`), created if missing."""
+        self._step.messages.append(self._step._ex.outgoing(queue, body, run_id, workflow, key))
+
+
+class ErrorContext:
+    """`c` in on_error: it may write state and broadcast; it commits with the failure's record."""
+
+    def __init__(self, execution: Execution, state: dict[str, Any]) -> None:
+        self._ex = execution
+        self.state = state
+        self.events: list[tuple[str, Any]] = []
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return tuple(self._ex.run.key)
+
+    @property
+    def run_id(self) -> str:
+        return self._ex.run.id
+
+    def broadcast(self, event: str, payload: Any = None) -> None:
+        self.events.append((event, self._ex.validate_event(event, payload)))
+
+
+@dataclass(frozen=True)
+class StepErrorInfo:
+    step_name: str
+    attempt: int
+    max_retries: int
+    remaining_retries: int
+    will_retry: bool
+    retry_delay: float | None  # seconds
+    retry_at: dt.datetime | None
+    error: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WorkflowErrorInfo:
+    error: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    """What on_error receives: exactly one of `step`, `workflow`, `rollback` is set."""
+
+    step: StepErrorInfo | None = None
+    workflow: WorkflowErrorInfo | None = None
+    rollback: Any = None
+
+
+@dataclass(frozen=True)
+class ActionContext:
+    """`c` in an action: a read-only view of the run."""
+
+    run_id: str
+    key: tuple[str, ...]
+    status: str
+    state: dict[str, Any]
+    result: Any

@@ -1,0 +1,177 @@
+"""What users declare: workflows, their queues, events and actions, and the registry naming them.
+
+Pure Python: importing this never touches Django's app registry or the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .exceptions import InvalidKey, InvalidMessage, UnknownAction, UnknownEvent, UnknownQueue, UnknownWorkflow
+from .jsonvalue import normalize
+
+if TYPE_CHECKING:
+    from .client import WorkflowClient
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """A named inbox of a workflow; `schema` (a pydantic model) validates message bodies."""
+
+    schema: Any = None
+
+    def validate(self, target: str, body: Any) -> Any:
+        return _validate(self.schema, target, body)
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    """An event a workflow broadcasts; `schema` (a pydantic model) validates payloads."""
+
+    schema: Any = None
+
+    def validate(self, target: str, payload: Any) -> Any:
+        return _validate(self.schema, target, payload)
+
+
+def _validate(schema: Any, target: str, value: Any) -> Any:
+    if schema is None:
+        return normalize(value, target)
+    try:
+        model = schema.model_validate(value)
+    except Exception as exc:  # pydantic.ValidationError, or a schema's own error
+        detail = exc.errors(include_url=False) if hasattr(exc, "errors") else str(exc)
+        raise InvalidMessage(target, detail) from None
+    return normalize(model.model_dump(mode="json"), target)
+
+
+def queue(schema: Any = None) -> QueueSpec:
+    return QueueSpec(schema)
+
+
+def event(schema: Any = None) -> EventSpec:
+    return EventSpec(schema)
+
+
+@dataclass(frozen=True)
+class Workflow:
+    """A workflow definition: the body plus everything a run of it exposes."""
+
+    run: Callable[[Any], Awaitable[Any]]
+    state: Callable[[], dict[str, Any]] | None = None
+    queues: Mapping[str, QueueSpec] = field(default_factory=dict)
+    events: Mapping[str, EventSpec] = field(default_factory=dict)
+    actions: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    on_error: Callable[[Any, Any], Any] | None = None
+    version: str = ""
+
+    def initial_state(self) -> dict[str, Any]:
+        state = self.state() if self.state else {}
+        if not isinstance(state, dict):
+            raise InvalidMessage("initial state", "state() must return a dict")
+        return normalize(state, "initial state")
+
+    def queue_spec(self, name: str, workflow_name: str) -> QueueSpec:
+        try:
+            return self.queues[name]
+        except KeyError:
+            raise UnknownQueue(workflow_name, name) from None
+
+    def event_spec(self, name: str, workflow_name: str) -> EventSpec:
+        try:
+            return self.events[name]
+        except KeyError:
+            raise UnknownEvent(workflow_name, name) from None
+
+    def action_fn(self, name: str, workflow_name: str) -> Callable[[Any], Any]:
+        try:
+            return self.actions[name]
+        except KeyError:
+            raise UnknownAction(workflow_name, name) from None
+
+
+def _code_version(fn: Callable[..., Any]) -> str:
+    """A short fingerprint of the body's source: each run records the code it started on."""
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        source = getattr(fn, "__qualname__", repr(fn))
+    return hashlib.sha256(source.encode()).hexdigest()[:12]
+
+
+def workflow(
+    run: Callable[[Any], Awaitable[Any]],
+    *,
+    state: Callable[[], dict[str, Any]] | None = None,
+    queues: Mapping[str, QueueSpec] | None = None,
+    events: Mapping[str, EventSpec] | None = None,
+    actions: Mapping[str, Callable[[Any], Any]] | None = None,
+    on_error: Callable[[Any, Any], Any] | None = None,
+    version: str | None = None,
+) -> Workflow:
+    """Declare a workflow. `version` defaults to a fingerprint of `run`'s source."""
+    if not inspect.iscoroutinefunction(run):
+        raise TypeError("a workflow's run must be an `async def` function")
+    return Workflow(
+        run=run,
+        state=state,
+        queues=dict(queues or {}),
+        events=dict(events or {}),
+        actions=dict(actions or {}),
+        on_error=on_error,
+        version=version or _code_version(run),
+    )
+
+
+def validate_key(key: Any) -> list[str]:
+    """A run key is a non-empty list (or tuple) of strings."""
+    if isinstance(key, str) or not isinstance(key, list | tuple):
+        raise InvalidKey(f"a run key must be a list of strings, got {type(key).__name__}: {key!r}")
+    if not key:
+        raise InvalidKey("a run key must hold at least one string")
+    bad = [k for k in key if not isinstance(k, str)]
+    if bad:
+        raise InvalidKey(f"a run key must be a list of strings; {bad[0]!r} is a {type(bad[0]).__name__}")
+    return list(key)
+
+
+class Registry:
+    """Names workflows. The runner serves every registry listed in `WORKFLOWS_REGISTRIES`."""
+
+    def __init__(self, workflows: Mapping[str, Workflow]) -> None:
+        for name, wf in workflows.items():
+            if not isinstance(wf, Workflow):
+                raise TypeError(f"{name!r} is not a Workflow (build it with workflows.workflow(...))")
+        self.workflows: dict[str, Workflow] = dict(workflows)
+
+    def get(self, name: str) -> Workflow:
+        try:
+            return self.workflows[name]
+        except KeyError:
+            raise UnknownWorkflow(name) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.workflows
+
+    def names(self) -> list[str]:
+        return sorted(self.workflows)
+
+    def merged(self, other: Registry) -> Registry:
+        clash = set(self.workflows) & set(other.workflows)
+        if clash:
+            raise ValueError(f"workflow names registered twice: {sorted(clash)}")
+        return Registry({**self.workflows, **other.workflows})
+
+    def client(self, name: str) -> WorkflowClient:
+        from .client import WorkflowClient
+
+        self.get(name)
+        return WorkflowClient(self, name)
+
+
+def setup(use: Mapping[str, Workflow]) -> Registry:
+    return Registry(use)

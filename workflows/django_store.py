@@ -1,0 +1,468 @@
+"""The real store: the engine's writes as SQL over Django's connection, SQLite and PostgreSQL.
+
+The hot path (commit, claim, heartbeat) is plain SQL so that a recorded step costs a handful of
+statements in one transaction; reads use the ORM. Methods run in Django's database thread when
+called through their `a`-prefixed twins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, connection, transaction
+
+from .exceptions import LeaseLost, RunFinished, RunNotFound
+from .models import Entry, Event, Message, Run
+from .records import (
+    Commit,
+    CommitResult,
+    EntryRecord,
+    EventRecord,
+    MessageRecord,
+    OutgoingMessage,
+    RunRecord,
+    RunStatus,
+)
+from .store import Store
+
+logger = logging.getLogger("workflows.store")
+
+NOTIFY_CHANNEL = "workflows_wake"
+SQLITE_POLL = 0.05  # seconds between data_version checks: an in-process call, no table read
+LISTEN_RETRY = 1.0  # seconds before reconnecting a dropped LISTEN connection
+_LIVE = (RunStatus.PENDING, RunStatus.WAITING, RunStatus.RUNNING)
+
+
+def key_identity(key: list[str]) -> tuple[str, str]:
+    text = json.dumps(key, separators=(",", ":"), ensure_ascii=False)
+    return text, hashlib.sha256(text.encode()).hexdigest()
+
+
+def run_record(run: Run) -> RunRecord:
+    return RunRecord(
+        id=str(run.id),
+        workflow=run.workflow,
+        key=list(run.key),
+        version=run.version,
+        status=run.status,
+        state=run.state,
+        result=run.result,
+        error=run.error,
+        created_at=run.created_at,
+        wake_at=run.wake_at,
+        lease_owner=run.lease_owner,
+        cancel_requested=run.cancel_requested,
+    )
+
+
+def message_record(m: Message) -> MessageRecord:
+    return MessageRecord(
+        id=m.id,
+        run_id=str(m.run_id),
+        queue=m.queue,
+        body=m.body,
+        sent_at=m.sent_at,
+        response=m.response,
+        completed_at=m.completed_at,
+        consumed_at=m.consumed_at,
+    )
+
+
+_ENTRY_FIELDS = (
+    "id", "scope", "position", "name", "kind", "status", "input", "output", "error",
+    "started_at", "finished_at", "wake_at", "attempts", "meta",
+)  # fmt: skip
+
+
+class DjangoStore(Store):
+    async def run_sync(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+
+    # --- value adapters -------------------------------------------------------------------------
+
+    @staticmethod
+    def _pg() -> bool:
+        return connection.vendor == "postgresql"
+
+    @staticmethod
+    def _t(value: dt.datetime | None) -> Any:
+        return connection.ops.adapt_datetimefield_value(value)
+
+    @staticmethod
+    def _j(value: Any) -> Any:
+        return None if value is None else connection.ops.adapt_json_value(value, None)
+
+    @staticmethod
+    def _id(run_id: str) -> Any:
+        return Run._meta.pk.get_db_prep_value(run_id, connection)
+
+    def _notify(self, cursor: Any) -> None:
+        if self._pg():
+            cursor.execute("SELECT pg_notify(%s, '')", [NOTIFY_CHANNEL])
+
+    # --- runs -----------------------------------------------------------------------------------
+
+    def get_or_create_run(
+        self, *, workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
+    ) -> tuple[RunRecord, bool]:
+        key_text, key_hash = key_identity(key)
+        existing = Run.objects.filter(workflow=workflow, key_hash=key_hash).first()
+        if existing is not None:
+            return run_record(existing), False
+        try:
+            with transaction.atomic():
+                run = self._create_run(workflow, key, key_text, key_hash, version, initial_state, now)
+                with connection.cursor() as cursor:
+                    self._notify(cursor)
+        except IntegrityError:  # created meanwhile by another caller with the same key
+            return run_record(Run.objects.get(workflow=workflow, key_hash=key_hash)), False
+        return run_record(run), True
+
+    @staticmethod
+    def _create_run(
+        workflow: str,
+        key: list[str],
+        key_text: str,
+        key_hash: str,
+        version: str,
+        initial_state: dict[str, Any],
+        now: dt.datetime,
+    ) -> Run:
+        return Run.objects.create(
+            workflow=workflow,
+            key=key,
+            key_text=key_text,
+            key_hash=key_hash,
+            version=version,
+            status=Run.Status.PENDING,
+            state=initial_state,
+            created_at=now,
+            updated_at=now,
+            wake_at=now,
+        )
+
+    def get_run(self, run_id: str) -> RunRecord:
+        try:
+            return run_record(Run.objects.get(id=run_id))
+        except (Run.DoesNotExist, ValidationError, ValueError, TypeError):  # missing, or not a UUID
+            raise RunNotFound(f"no run with id {run_id!r}") from None
+
+    def find_run(self, workflow: str, key: list[str]) -> RunRecord:
+        _text, key_hash = key_identity(key)
+        run = Run.objects.filter(workflow=workflow, key_hash=key_hash).first()
+        if run is None:
+            raise RunNotFound(f"no {workflow} run with key {key!r}")
+        return run_record(run)
+
+    # --- the runner's side ----------------------------------------------------------------------
+
+    def claim(
+        self, *, owner: str, workflows: list[str], limit: int, lease_seconds: float, now: dt.datetime
+    ) -> list[RunRecord]:
+        if not workflows:
+            return []
+        lease_until = now + dt.timedelta(seconds=lease_seconds)
+        lock = " FOR UPDATE SKIP LOCKED" if self._pg() else ""
+        names = ", ".join(["%s"] * len(workflows))
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE workflows_run SET status = %s, lease_owner = %s, wake_at = %s, updated_at = %s,"
+                " started_at = COALESCE(started_at, %s)"
+                " WHERE id IN (SELECT id FROM workflows_run WHERE wake_at <= %s AND status IN (%s, %s, %s)"
+                f" AND workflow IN ({names}) ORDER BY wake_at LIMIT %s{lock}) RETURNING id",
+                [RunStatus.RUNNING, owner, self._t(lease_until), self._t(now), self._t(now), self._t(now),
+                 *_LIVE, *workflows, limit],
+            )  # fmt: skip
+            ids = [row[0] for row in cursor.fetchall()]
+        if not ids:
+            return []
+        return [run_record(r) for r in Run.objects.filter(id__in=ids).order_by("wake_at")]
+
+    def next_wake_at(self, *, owner: str, workflows: list[str]) -> dt.datetime | None:
+        return (
+            Run.objects.filter(wake_at__isnull=False, workflow__in=workflows)
+            .exclude(status=RunStatus.RUNNING, lease_owner=owner)
+            .order_by("wake_at")
+            .values_list("wake_at", flat=True)
+            .first()
+        )
+
+    def heartbeat(
+        self, *, owner: str, run_ids: list[str], lease_seconds: float, now: dt.datetime
+    ) -> dict[str, bool]:
+        if not run_ids:
+            return {}
+        lease_until = now + dt.timedelta(seconds=lease_seconds)
+        marks = ", ".join(["%s"] * len(run_ids))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE workflows_run SET wake_at = %s WHERE lease_owner = %s AND status = %s"
+                f" AND id IN ({marks}) RETURNING id, cancel_requested",
+                [self._t(lease_until), owner, RunStatus.RUNNING, *[self._id(r) for r in run_ids]],
+            )
+            rows = cursor.fetchall()
+        return {str(Run._meta.pk.to_python(row[0])): bool(row[1]) for row in rows}
+
+    def release(self, *, owner: str, run_ids: list[str], now: dt.datetime) -> None:
+        if not run_ids:
+            return
+        Run.objects.filter(id__in=run_ids, lease_owner=owner, status=RunStatus.RUNNING).update(
+            status=RunStatus.PENDING, lease_owner="", wake_at=now, updated_at=now
+        )
+
+    def load_history(self, run_id: str) -> list[EntryRecord]:
+        rows = Entry.objects.filter(run_id=run_id, superseded=False).order_by("scope", "position")
+        return [EntryRecord(**row) for row in rows.values(*_ENTRY_FIELDS)]
+
+    def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
+        t, j = self._t, self._j
+        rid = self._id(run_id)
+        with transaction.atomic(), connection.cursor() as cursor:
+            # The fence: only the lease holder writes. It also locks the run row first, so a sender
+            # racing with a suspension either lands before it (and is seen) or wakes it after.
+            sets, params = ["updated_at = %s"], [t(now)]
+            if commit.state is not None:
+                sets.append("state = %s")
+                params.append(j(commit.state))
+            transition = commit.transition
+            if transition is not None:
+                sets.append("status = %s")
+                params.append(transition.status)
+                if transition.status in RunStatus.TERMINAL:
+                    sets += ["wake_at = NULL", "lease_owner = ''", "finished_at = %s", "result = %s",
+                             "error = %s"]  # fmt: skip
+                    params += [t(now), j(transition.result), j(transition.error)]
+                else:  # waiting, or released (pending)
+                    sets += ["wake_at = %s", "lease_owner = ''"]
+                    params.append(t(transition.wake_at))
+            cursor.execute(
+                f"UPDATE workflows_run SET {', '.join(sets)} WHERE id = %s AND lease_owner = %s"
+                " AND status = %s RETURNING cancel_requested",
+                [*params, rid, owner, RunStatus.RUNNING],
+            )
+            fenced = cursor.fetchone()
+            if fenced is None:
+                raise LeaseLost(f"run {run_id} is no longer held by {owner}")
+
+            entry_ids = [self._write_entry(cursor, rid, write, attempt, now) for write, attempt in commit.entries]
+
+            if commit.events:
+                values = ", ".join(["(%s, %s, %s, %s)"] * len(commit.events))
+                flat: list[Any] = []
+                for name, payload in commit.events:
+                    flat += [rid, name, j(payload), t(now)]
+                cursor.execute(
+                    f"INSERT INTO workflows_event (run_id, name, payload, created_at) VALUES {values}", flat
+                )
+            for message_id, response in commit.complete:
+                cursor.execute(
+                    "UPDATE workflows_message SET response = %s, completed_at = %s"
+                    " WHERE id = %s AND completed_at IS NULL",
+                    [j(response), t(now), message_id],
+                )
+            for outgoing in commit.messages:
+                self._insert_message(cursor, outgoing, now)
+            if commit.messages:
+                self._notify(cursor)
+            if transition is not None and transition.status == RunStatus.WAITING:
+                self._wake_if_message_waiting(cursor, rid, transition.wait_queues, now)
+        return CommitResult(entry_ids=entry_ids, cancel_requested=bool(fenced[0]))
+
+    def _write_entry(self, cursor: Any, rid: Any, write: Any, attempt: Any, now: dt.datetime) -> int:
+        t, j = self._t, self._j
+        if write.id is None:
+            cursor.execute(
+                "INSERT INTO workflows_entry (run_id, scope, position, name, kind, status, input, output,"
+                " error, meta, attempts, started_at, finished_at, wake_at, superseded)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                [rid, write.scope, write.position, write.name, write.kind, write.status, j(write.input),
+                 j(write.output), j(write.error), j(write.meta), write.attempts, t(write.started_at),
+                 t(write.finished_at), t(write.wake_at), False],
+            )  # fmt: skip
+            entry_id = cursor.fetchone()[0]
+        else:
+            entry_id = write.id
+            cursor.execute(
+                "UPDATE workflows_entry SET status = %s, input = %s, output = %s, error = %s, meta = %s,"
+                " attempts = %s, finished_at = %s, wake_at = %s WHERE id = %s AND superseded = %s",
+                [write.status, j(write.input), j(write.output), j(write.error), j(write.meta), write.attempts,
+                 t(write.finished_at), t(write.wake_at), entry_id, False],
+            )  # fmt: skip
+            if cursor.rowcount != 1:
+                raise LeaseLost(f"entry {entry_id} was replaced (an operator replayed the run)")
+        if attempt is not None:
+            cursor.execute(
+                "INSERT INTO workflows_attempt (entry_id, number, started_at, finished_at, outcome, error,"
+                " delay, retry_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [entry_id, attempt.number, t(attempt.started_at), t(attempt.finished_at), attempt.outcome,
+                 j(attempt.error), attempt.delay, t(attempt.retry_at)],
+            )  # fmt: skip
+        if write.consumes:
+            marks = ", ".join(["%s"] * len(write.consumes))
+            cursor.execute(
+                f"UPDATE workflows_message SET consumed_at = %s, consumed_by_id = %s"
+                f" WHERE run_id = %s AND consumed_at IS NULL AND id IN ({marks})",
+                [t(now), entry_id, rid, *write.consumes],
+            )
+            if cursor.rowcount != len(write.consumes):
+                raise LeaseLost("a message was consumed by someone else")
+        return entry_id
+
+    def _wake_if_message_waiting(
+        self, cursor: Any, rid: Any, queues: tuple[str, ...] | None, now: dt.datetime
+    ) -> None:
+        if queues is None:
+            return
+        sql = "SELECT 1 FROM workflows_message WHERE run_id = %s AND consumed_at IS NULL"
+        params: list[Any] = [rid]
+        if queues:
+            sql += f" AND queue IN ({', '.join(['%s'] * len(queues))})"
+            params += list(queues)
+        cursor.execute(sql + " LIMIT 1", params)
+        if cursor.fetchone() is not None:
+            cursor.execute("UPDATE workflows_run SET wake_at = %s WHERE id = %s", [self._t(now), rid])
+
+    def _insert_message(self, cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> int:
+        """Store a message and wake its run; the caller holds a transaction."""
+        if outgoing.run_id is not None:
+            target = Run.objects.filter(id=outgoing.run_id).values_list("id", "status").first()
+            if target is None:
+                raise RunNotFound(f"no run with id {outgoing.run_id!r}")
+            run_pk, status = target
+        else:
+            assert outgoing.workflow is not None and outgoing.key is not None
+            key_text, key_hash = key_identity(outgoing.key)
+            found = Run.objects.filter(workflow=outgoing.workflow, key_hash=key_hash).values_list(
+                "id", "status"
+            )
+            target = found.first()
+            if target is None:
+                with transaction.atomic():  # a savepoint: a concurrent creator wins, then we read it
+                    try:
+                        run = self._create_run(
+                            outgoing.workflow, outgoing.key, key_text, key_hash, outgoing.version,
+                            outgoing.initial_state or {}, now,
+                        )  # fmt: skip
+                        target = (run.id, run.status)
+                    except IntegrityError:
+                        target = None
+                if target is None:
+                    target = found.first()
+            run_pk, status = target
+        if status in RunStatus.TERMINAL:
+            raise RunFinished(f"run {run_pk} is {status}; it takes no more messages")
+        rid = self._id(str(run_pk))
+        # Lock the target row (even when no wake is due) so a suspension racing with us sees this message.
+        cursor.execute(
+            "UPDATE workflows_run SET wake_at = CASE WHEN status IN (%s, %s) THEN %s ELSE wake_at END"
+            " WHERE id = %s AND status IN (%s, %s, %s)",
+            [RunStatus.PENDING, RunStatus.WAITING, self._t(now), rid, *_LIVE],
+        )
+        if cursor.rowcount != 1:
+            raise RunFinished(f"run {run_pk} finished; it takes no more messages")
+        cursor.execute(
+            "INSERT INTO workflows_message (run_id, queue, body, sent_at) VALUES (%s, %s, %s, %s) RETURNING id",
+            [rid, outgoing.queue, self._j(outgoing.body), self._t(now)],
+        )
+        return cursor.fetchone()[0]
+
+    def available_messages(self, run_id: str, queues: list[str] | None, limit: int) -> list[MessageRecord]:
+        rows = Message.objects.filter(run_id=run_id, consumed_at__isnull=True)
+        if queues:
+            rows = rows.filter(queue__in=queues)
+        return [message_record(m) for m in rows.order_by("id")[:limit]]
+
+    # --- callers' side --------------------------------------------------------------------------
+
+    def send(self, message: OutgoingMessage, *, now: dt.datetime) -> MessageRecord:
+        with transaction.atomic(), connection.cursor() as cursor:
+            message_id = self._insert_message(cursor, message, now)
+            self._notify(cursor)
+        return self.get_message(message_id)
+
+    def get_message(self, message_id: int) -> MessageRecord:
+        return message_record(Message.objects.get(id=message_id))
+
+    def request_cancel(self, run_id: str, *, now: dt.datetime) -> RunRecord:
+        with transaction.atomic():
+            run = Run.objects.select_for_update().filter(id=run_id).first()
+            if run is None:
+                raise RunNotFound(f"no run with id {run_id!r}")
+            if run.status not in RunStatus.TERMINAL and not run.cancel_requested:
+                run.cancel_requested = True
+                fields = ["cancel_requested", "updated_at"]
+                if run.status != RunStatus.RUNNING:  # a waiting run is woken to finish as cancelled
+                    run.wake_at = now
+                    fields.append("wake_at")
+                run.updated_at = now
+                run.save(update_fields=fields)
+                with connection.cursor() as cursor:
+                    self._notify(cursor)
+        return run_record(run)
+
+    def list_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:
+        rows = Event.objects.filter(run_id=run_id, id__gt=after).order_by("id")[:limit]
+        return [
+            EventRecord(id=e.id, run_id=str(e.run_id), name=e.name, payload=e.payload, created_at=e.created_at)
+            for e in rows
+        ]
+
+    async def watch(self, wake: Callable[[], None]) -> None:
+        """PostgreSQL: LISTEN for the NOTIFY that every send and start issues on commit.
+        SQLite: PRAGMA data_version moves when another connection commits (it reads no table)."""
+        if await self.run_sync(self._pg):
+            await self._listen(wake)
+        else:
+            await self._poll_data_version(wake)
+
+    async def _listen(self, wake: Callable[[], None]) -> None:
+        import psycopg
+
+        params = await self.run_sync(_libpq_params)
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    wake()  # catch up with anything sent while we were not listening
+                    async for _notify in conn.notifies():
+                        wake()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("LISTEN connection failed; retrying in %.0fs", LISTEN_RETRY)
+                await asyncio.sleep(LISTEN_RETRY)
+
+    async def _poll_data_version(self, wake: Callable[[], None]) -> None:
+        last = await self.run_sync(_sqlite_data_version)
+        while True:
+            await asyncio.sleep(SQLITE_POLL)
+            version = await self.run_sync(_sqlite_data_version)
+            if version != last:
+                last = version
+                wake()
+
+
+def _sqlite_data_version() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA data_version")
+        return cursor.fetchone()[0]
+
+
+def _libpq_params() -> dict[str, Any]:
+    settings = connection.settings_dict
+    params: dict[str, Any] = {"dbname": settings["NAME"]}
+    for libpq, django in (("user", "USER"), ("password", "PASSWORD"), ("host", "HOST"), ("port", "PORT")):
+        if settings.get(django):
+            params[libpq] = settings[django]
+    for option, value in (settings.get("OPTIONS") or {}).items():
+        if option in {"sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "options"}:
+            params[option] = value
+    return params

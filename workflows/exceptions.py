@@ -1,0 +1,136 @@
+"""Every error the engine raises, under one root.
+
+    WorkflowError
+    ├── CriticalError              a step failed for good: no retry (raise it from a step)
+    ├── RetryAfter                 retry this step after `seconds` (e.g. a 429's Retry-After)
+    ├── StepFailed                 a step failed terminally (kind: critical | timeout | exhausted)
+    ├── HistoryDiverged            the code asked for another entry than the history recorded
+    ├── DuplicateEntryName         two entries with one name in one scope
+    ├── NotRecordable              a value that cannot be stored as JSON
+    ├── InvalidKey                 a run key that is not a list of strings
+    ├── UnknownWorkflow            no registered workflow has that name
+    ├── UnknownQueue / UnknownEvent / UnknownAction
+    ├── InvalidMessage             a message or event payload failed its schema
+    ├── RunNotFound                no run with that id or key
+    ├── RunFinished                the run is terminal (completed, failed or cancelled)
+    ├── MessageTimeout             a `send(..., wait=True)` got no completion in time
+    └── LeaseLost                  this runner no longer owns the run (another one took it over)
+
+`BadInput` marks the errors that describe a caller's mistake; the API maps them to 4xx.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class WorkflowError(Exception):
+    """Root of the engine's errors."""
+
+
+class BadInput(WorkflowError):
+    """A caller's mistake: retrying the same call cannot succeed."""
+
+
+class CriticalError(WorkflowError):
+    """Raised by a step to fail it at once, with no retry."""
+
+
+class RetryAfter(WorkflowError):
+    """Raised by a step to retry it after `seconds` instead of the policy's backoff."""
+
+    def __init__(self, seconds: float, message: str = "") -> None:
+        self.seconds = max(0.0, float(seconds))
+        super().__init__(message or f"retry after {self.seconds:g}s")
+
+
+class StepFailed(WorkflowError):
+    """A step failed terminally; raised into the workflow body (and on every replay of it)."""
+
+    def __init__(self, step_name: str, kind: str, error: dict[str, Any]) -> None:
+        self.step_name = step_name
+        self.kind = kind  # "critical" | "timeout" | "exhausted"
+        self.error = error
+        super().__init__(f"step {step_name!r} failed ({kind}): {error.get('name')}: {error.get('message')}")
+
+
+class HistoryDiverged(WorkflowError):
+    """The workflow code asked for a different entry than the one recorded at this position."""
+
+    def __init__(self, run_id: str, scope: str, position: int, expected: str, recorded: str) -> None:
+        self.run_id = run_id
+        self.scope = scope
+        self.position = position
+        self.expected = expected
+        self.recorded = recorded
+        where = f"scope {scope!r} " if scope else ""
+        super().__init__(
+            f"history diverged in run {run_id} at {where}position {position}: "
+            f"the code asks for {expected}, the history recorded {recorded}"
+        )
+
+
+class DuplicateEntryName(BadInput):
+    def __init__(self, name: str, scope: str) -> None:
+        self.name = name
+        self.scope = scope
+        where = f" in scope {scope!r}" if scope else ""
+        super().__init__(f"entry name {name!r} is used twice{where}; names must be unique per scope")
+
+
+class NotRecordable(BadInput):
+    """A value (step output, input, state, message, event, result) is not JSON."""
+
+
+class InvalidKey(BadInput):
+    pass
+
+
+class UnknownWorkflow(BadInput):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"unknown workflow {name!r}")
+
+
+class UnknownQueue(BadInput):
+    def __init__(self, workflow: str, queue: str) -> None:
+        self.workflow = workflow
+        self.queue = queue
+        super().__init__(f"workflow {workflow!r} has no queue {queue!r}")
+
+
+class UnknownEvent(BadInput):
+    def __init__(self, workflow: str, event: str) -> None:
+        self.workflow = workflow
+        self.event = event
+        super().__init__(f"workflow {workflow!r} has no event {event!r}")
+
+
+class UnknownAction(BadInput):
+    def __init__(self, workflow: str, action: str) -> None:
+        self.workflow = workflow
+        self.action = action
+        super().__init__(f"workflow {workflow!r} has no action {action!r}")
+
+
+class InvalidMessage(BadInput):
+    def __init__(self, target: str, detail: Any) -> None:
+        self.target = target
+        self.detail = detail
+        super().__init__(f"invalid payload for {target}: {detail}")
+
+
+class RunNotFound(WorkflowError):
+    pass
+
+
+class RunFinished(WorkflowError):
+    pass
+
+
+class MessageTimeout(WorkflowError):
+    pass
+
+
+class LeaseLost(WorkflowError):
+    pass

@@ -1,0 +1,539 @@
+"""One execution of one run: replay the body against its history, run what is new, commit each
+entry as it completes, and end in a transition (completed, failed, waiting, cancelled, released).
+
+A run that never waits goes straight through in one execution, one commit per step. Waits unwind
+the body with `Suspend`; the next execution replays it from the top over the recorded history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime as dt
+import inspect
+import json
+import logging
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .clock import Clock
+from .context import (
+    ErrorContext,
+    ErrorEvent,
+    Message,
+    RunContext,
+    StepContext,
+    StepErrorInfo,
+    WorkflowErrorInfo,
+)
+from .definition import Registry, Workflow, validate_key
+from .exceptions import (
+    BadInput,
+    CriticalError,
+    DuplicateEntryName,
+    HistoryDiverged,
+    LeaseLost,
+    NotRecordable,
+    RetryAfter,
+    StepFailed,
+)
+from .jsonvalue import dumps, normalize
+from .records import (
+    AttemptWrite,
+    Commit,
+    CommitResult,
+    EntryKind,
+    EntryRecord,
+    EntryStatus,
+    EntryWrite,
+    OutgoingMessage,
+    RunRecord,
+    RunStatus,
+    Transition,
+)
+from .replay import History
+from .retry import RetryPolicy
+from .store import Store
+
+logger = logging.getLogger("workflows.executor")
+
+
+class _Unwind(BaseException):
+    """Leaves the workflow body without running user `except Exception` handlers."""
+
+
+class Suspend(_Unwind):
+    def __init__(self, wake_at: dt.datetime | None, wait_queues: tuple[str, ...] | None = None) -> None:
+        self.wake_at = wake_at
+        self.wait_queues = wait_queues
+
+
+class Cancelled(_Unwind):
+    pass
+
+
+class Interrupted(_Unwind):
+    """The runner is stopping: give the run back at its next entry."""
+
+
+class Aborted(_Unwind):
+    """The lease was lost: another runner owns the run now; write nothing more."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # completed | failed | waiting | cancelled | released | lost
+    wake_at: dt.datetime | None = None
+
+
+def error_info(exc: BaseException) -> dict[str, Any]:
+    return {
+        "name": type(exc).__name__,
+        "message": str(exc),
+        "traceback": "".join(traceback.format_exception(exc)),
+    }
+
+
+class Execution:
+    def __init__(
+        self,
+        *,
+        run: RunRecord,
+        definition: Workflow,
+        registry: Registry,
+        history: list[EntryRecord],
+        store: Store,
+        clock: Clock,
+        owner: str,
+        on_commit: Callable[[Commit], None] | None = None,
+    ) -> None:
+        self.run = run
+        self.definition = definition
+        self.registry = registry
+        self.history = History(run.id, history)
+        self.store = store
+        self.clock = clock
+        self.owner = owner
+        self.state: dict[str, Any] = copy.deepcopy(run.state)
+        self._committed_state = dumps(self.state, "the run's state")
+        self._pending = Commit()
+        self._on_commit = on_commit
+        self.cancel_requested = run.cancel_requested
+        self.interrupt_requested = False
+        self.fatal: BaseException | None = None
+
+    # --- the whole execution ---------------------------------------------------------------------
+
+    async def execute(self) -> Outcome:
+        if self.cancel_requested:
+            return await self._end(Transition(status=RunStatus.CANCELLED), "cancelled")
+        ctx = RunContext(self)
+        try:
+            result = await self.definition.run(ctx)
+            if self.fatal is not None:
+                raise self.fatal
+            self.history.check_finished("")
+            result = normalize(result, "the workflow's result")
+        except Suspend as s:
+            transition = Transition(status=RunStatus.WAITING, wake_at=s.wake_at, wait_queues=s.wait_queues)
+            return await self._end(transition, "waiting", s.wake_at)
+        except Cancelled:
+            return await self._end(Transition(status=RunStatus.CANCELLED), "cancelled")
+        except Interrupted:
+            return await self._end(Transition(status=RunStatus.PENDING, wake_at=self.clock.now()), "released")
+        except Aborted:
+            return Outcome("lost")
+        except Exception as exc:
+            return await self._fail(self.fatal or exc)
+        return await self._end(Transition(status=RunStatus.COMPLETED, result=result), "completed")
+
+    async def _end(self, transition: Transition, status: str, wake_at: dt.datetime | None = None) -> Outcome:
+        try:
+            await self._commit(Commit(transition=transition))
+        except Aborted:
+            return Outcome("lost")
+        return Outcome(status, wake_at)
+
+    async def _fail(self, exc: BaseException) -> Outcome:
+        error = error_info(exc)
+        if isinstance(exc, StepFailed):
+            error["step"], error["kind"] = exc.step_name, exc.kind
+        commit = Commit(transition=Transition(status=RunStatus.FAILED, error=error))
+        c = self._call_on_error(ErrorEvent(workflow=WorkflowErrorInfo(error=error)))
+        if c is not None:
+            commit.events.extend(c.events)
+            self.state = c.state
+        try:
+            self._state_change()
+        except NotRecordable:  # the body left a state that cannot be stored: keep the last good one
+            self.state = json.loads(self._committed_state)
+        try:
+            await self._commit(commit)
+        except Aborted:
+            return Outcome("lost")
+        return Outcome("failed")
+
+    # --- committing ------------------------------------------------------------------------------
+
+    def _state_change(self) -> dict[str, Any] | None:
+        encoded = dumps(self.state, "the run's state")
+        if encoded == self._committed_state:
+            return None
+        return self.state
+
+    async def _commit(self, commit: Commit) -> CommitResult:
+        """Flush pending body-level writes with `commit`, in one transaction."""
+        pending, self._pending = self._pending, Commit()
+        commit.entries[:0] = pending.entries
+        commit.events[:0] = pending.events
+        commit.complete[:0] = pending.complete
+        if commit.state is None:
+            commit.state = self._state_change()
+        try:
+            result = await self.store.acommit(
+                run_id=self.run.id, owner=self.owner, commit=commit, now=self.clock.now()
+            )
+        except LeaseLost:
+            raise Aborted() from None
+        if commit.state is not None:
+            self._committed_state = dumps(commit.state, "the run's state")
+        for (write, _attempt), entry_id in zip(commit.entries, result.entry_ids, strict=True):
+            self.history.record(_record_of(write, entry_id))
+        if result.cancel_requested:
+            self.cancel_requested = True
+        if self._on_commit is not None:
+            self._on_commit(commit)
+        return result
+
+    # --- entries ---------------------------------------------------------------------------------
+
+    def _enter(self, scope: str, name: str, kind: str):
+        if self.fatal is not None:
+            raise self.fatal
+        if self.cancel_requested:
+            raise Cancelled()
+        if self.interrupt_requested:
+            raise Interrupted()
+        try:
+            return self.history.enter(scope, name, kind)
+        except (HistoryDiverged, DuplicateEntryName) as exc:
+            self.fatal = exc
+            raise
+
+    async def step(
+        self,
+        scope: str,
+        name: str,
+        fn: Callable[[StepContext], Any],
+        input: Any,
+        *,
+        timeout: float,
+        retry_on_timeout: bool,
+        max_retries: int,
+        retry_backoff_base: float,
+        retry_backoff_max: float,
+    ) -> Any:
+        policy = RetryPolicy(
+            max_retries=max_retries,
+            backoff_base=retry_backoff_base,
+            backoff_max=retry_backoff_max,
+            retry_on_timeout=retry_on_timeout,
+        )
+        input = normalize(input, f"the input of step {name!r}")
+        slot = self._enter(scope, name, EntryKind.STEP)
+        recorded = slot.recorded
+        attempt, entry_id, first_started = 1, None, None
+        if recorded is not None:
+            if recorded.status == EntryStatus.COMPLETED:
+                return recorded.output
+            if recorded.status == EntryStatus.FAILED:
+                error = recorded.error or {}
+                raise StepFailed(name, error.get("kind", "exhausted"), error)
+            if recorded.wake_at is not None and recorded.wake_at > self.clock.now():
+                raise Suspend(recorded.wake_at)  # backoff not over (an early wake)
+            attempt, entry_id, first_started = recorded.attempts + 1, recorded.id, recorded.started_at
+            input = recorded.input  # an operator may have edited it before a rerun
+
+        started = self.clock.now()
+        step_ctx = StepContext(self, name, input, attempt)
+        outcome, retry_after, failure = "ok", None, None
+        output = None
+        try:
+            output = await _call_with_timeout(fn, step_ctx, timeout)
+            output = normalize(output, f"the output of step {name!r}")
+        except (CriticalError, BadInput) as exc:
+            outcome, failure = "critical", exc
+        except _StepTimeout as exc:
+            outcome, failure = "timeout", exc
+        except RetryAfter as exc:
+            outcome, failure, retry_after = "error", exc, exc.seconds
+        except Exception as exc:
+            outcome, failure = "error", exc
+        finished = self.clock.now()
+
+        entry = EntryWrite(
+            id=entry_id,
+            scope=scope,
+            position=slot.position,
+            name=name,
+            kind=EntryKind.STEP,
+            status=EntryStatus.COMPLETED,
+            input=input,
+            started_at=first_started or started,
+            finished_at=finished,
+            attempts=attempt,
+            meta=normalize(step_ctx.meta, f"the meta of step {name!r}") or None,
+        )
+        if failure is None:
+            entry.output = output
+            step_ctx.state = normalize(step_ctx.state, f"the state written by step {name!r}")
+            commit = Commit(
+                entries=[(entry, AttemptWrite(number=attempt, started_at=started, finished_at=finished,
+                                              outcome="ok"))],
+                events=step_ctx.events,
+                messages=step_ctx.messages,
+            )
+            previous = self.state
+            self.state = step_ctx.state
+            try:
+                await self._commit(commit)
+            except BaseException:
+                self.state = previous
+                raise
+            return output
+
+        decision = policy.decide(attempt, outcome, retry_after)
+        error = error_info(failure)
+        retry_at = None
+        if decision.will_retry:
+            base = finished if retry_after is not None else started
+            retry_at = base + dt.timedelta(seconds=decision.delay or 0)
+        info = StepErrorInfo(
+            step_name=name,
+            attempt=attempt,
+            max_retries=max_retries,
+            remaining_retries=policy.remaining_after(attempt),
+            will_retry=decision.will_retry,
+            retry_delay=decision.delay,
+            retry_at=retry_at,
+            error=error,
+        )
+        c = self._call_on_error(ErrorEvent(step=info))
+        if decision.will_retry:
+            entry.status, entry.wake_at, entry.error = EntryStatus.RETRYING, retry_at, error
+        else:
+            entry.status, entry.error = EntryStatus.FAILED, {**error, "kind": decision.kind}
+        attempt_write = AttemptWrite(
+            number=attempt,
+            started_at=started,
+            finished_at=finished,
+            outcome=outcome,
+            error=error,
+            delay=decision.delay,
+            retry_at=retry_at,
+        )
+        commit = Commit(entries=[(entry, attempt_write)], events=list(step_ctx.events))
+        if c is not None:
+            commit.events.extend(c.events)
+            self.state = c.state
+        await self._commit(commit)
+        if decision.will_retry:
+            raise Suspend(retry_at)
+        raise StepFailed(name, decision.kind or "exhausted", entry.error)
+
+    async def sleep(
+        self, scope: str, name: str, *, seconds: float | None = None, until: dt.datetime | None = None
+    ) -> None:
+        if until is not None and (until.tzinfo is None):
+            raise ValueError(f"sleep_until {name!r}: give an aware datetime (with a timezone)")
+        slot = self._enter(scope, name, EntryKind.SLEEP)
+        recorded = slot.recorded
+        now = self.clock.now()
+        if recorded is not None and recorded.status == EntryStatus.COMPLETED:
+            return
+        if recorded is not None:
+            wake = recorded.wake_at or now
+        else:
+            wake = until if until is not None else now + dt.timedelta(seconds=max(0.0, float(seconds or 0)))
+        entry = EntryWrite(
+            id=recorded.id if recorded else None,
+            scope=scope,
+            position=slot.position,
+            name=name,
+            kind=EntryKind.SLEEP,
+            status=EntryStatus.WAITING,
+            input=recorded.input if recorded else {"until": wake.isoformat()},
+            started_at=recorded.started_at if recorded else now,
+            wake_at=wake,
+        )
+        if now >= wake:
+            entry.status, entry.finished_at = EntryStatus.COMPLETED, now
+            self._pending.entries.append((entry, None))
+            return
+        if recorded is None:
+            self._pending.entries.append((entry, None))
+        raise Suspend(wake)
+
+    async def queue_wait(
+        self,
+        scope: str,
+        name: str,
+        names: list[str] | None,
+        *,
+        count: int,
+        timeout: float | None,
+        completable: bool,
+    ) -> list[Message]:
+        for queue_name in names or []:
+            self.definition.queue_spec(queue_name, self.run.workflow)
+        slot = self._enter(scope, name, EntryKind.QUEUE)
+        recorded = slot.recorded
+        if recorded is not None and recorded.status == EntryStatus.COMPLETED:
+            return self._messages(recorded.output, completable)
+        now = self.clock.now()
+        if recorded is not None:
+            deadline, started = recorded.wake_at, recorded.started_at
+        else:
+            deadline = now + dt.timedelta(seconds=max(0.0, timeout)) if timeout is not None else None
+            started = now
+        entry = EntryWrite(
+            id=recorded.id if recorded else None,
+            scope=scope,
+            position=slot.position,
+            name=name,
+            kind=EntryKind.QUEUE,
+            status=EntryStatus.WAITING,
+            input={"queues": names, "count": count, "timeout": timeout, "completable": completable},
+            started_at=started,
+            wake_at=deadline,
+        )
+        available = await self.store.aavailable_messages(self.run.id, names, count)
+        if available or (deadline is not None and now >= deadline):
+            entry.status, entry.finished_at = EntryStatus.COMPLETED, now
+            entry.output = {
+                "messages": [
+                    {"id": m.id, "queue": m.queue, "body": m.body, "sent_at": m.sent_at.isoformat()}
+                    for m in available
+                ]
+            }
+            entry.consumes = [m.id for m in available]
+            commit = Commit(entries=[(entry, None)])
+            if not completable:  # a sender waiting for a reply gets None rather than a timeout
+                commit.complete = [(m.id, None) for m in available]
+            await self._commit(commit)
+            return self._messages(entry.output, completable)
+        if recorded is None:
+            self._pending.entries.append((entry, None))
+        raise Suspend(deadline, tuple(names) if names else ())
+
+    def _messages(self, output: Any, completable: bool) -> list[Message]:
+        return [
+            Message(
+                id=m["id"],
+                queue=m["queue"],
+                body=m["body"],
+                sent_at=m["sent_at"],
+                completable=completable,
+                _complete=self._complete_message,
+            )
+            for m in (output or {}).get("messages", [])
+        ]
+
+    async def _complete_message(self, message_id: int, response: Any) -> None:
+        response = normalize(response, f"the response to message {message_id}")
+        await self._commit(Commit(complete=[(message_id, response)]))
+
+    # --- effects from the body -------------------------------------------------------------------
+
+    def broadcast_from_body(self, event: str, payload: Any) -> None:
+        payload = self.validate_event(event, payload)
+        if not self.history.replaying:
+            self._pending.events.append((event, payload))
+
+    def validate_event(self, event: str, payload: Any) -> Any:
+        spec = self.definition.event_spec(event, self.run.workflow)
+        return spec.validate(f"event {self.run.workflow}.{event}", payload)
+
+    def outgoing(
+        self, queue: str, body: Any, workflow: str | None, key: list[str] | None
+    ) -> OutgoingMessage:
+        if workflow is None and key is None:
+            spec = self.definition.queue_spec(queue, self.run.workflow)
+            return OutgoingMessage(
+                queue=queue, body=spec.validate(f"queue {self.run.workflow}.{queue}", body), run_id=self.run.id
+            )
+        if workflow is None or key is None:
+            raise BadInput("send to another run needs both workflow= and key=")
+        target = self.registry.get(workflow)
+        key = validate_key(key)
+        spec = target.queue_spec(queue, workflow)
+        return OutgoingMessage(
+            queue=queue,
+            body=spec.validate(f"queue {workflow}.{queue}", body),
+            workflow=workflow,
+            key=key,
+            version=target.version,
+            initial_state=target.initial_state(),
+        )
+
+    def _call_on_error(self, event: ErrorEvent) -> ErrorContext | None:
+        handler = self.definition.on_error
+        if handler is None:
+            return None
+        c = ErrorContext(self, copy.deepcopy(self.state))
+        try:
+            result = handler(c, event)
+            if inspect.isawaitable(result):
+                # on_error is meant to be quick bookkeeping; an async one is run to completion here.
+                raise TypeError("on_error must be a plain function, not async")
+            c.state = normalize(c.state, "the state written by on_error")
+        except Exception:
+            logger.exception("on_error of %s raised; ignored", self.run.workflow)
+            return None
+        return c
+
+
+class _StepTimeout(Exception):
+    pass
+
+
+async def _call_with_timeout(fn: Callable[[StepContext], Any], step: StepContext, timeout: float) -> Any:
+    """Run a step body; a timed-out async body is cancelled. A sync body runs in a thread."""
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+        call = fn(step)
+    else:
+        call = asyncio.to_thread(fn, step)
+    if not timeout:
+        result = await call
+    else:
+        try:
+            async with asyncio.timeout(timeout) as scope:
+                result = await call
+        except TimeoutError:
+            if scope.expired():
+                raise _StepTimeout(f"step {step.name!r} timed out after {timeout:g}s") from None
+            raise
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def _record_of(write: EntryWrite, entry_id: int) -> EntryRecord:
+    return EntryRecord(
+        id=entry_id,
+        scope=write.scope,
+        position=write.position,
+        name=write.name,
+        kind=write.kind,
+        status=write.status,
+        input=write.input,
+        output=write.output,
+        error=write.error,
+        started_at=write.started_at,
+        finished_at=write.finished_at,
+        wake_at=write.wake_at,
+        attempts=write.attempts,
+        meta=write.meta,
+    )

@@ -1,0 +1,34 @@
+"""`python manage.py runworkflows`: builds a Runner and runs it until SIGTERM/SIGINT."""
+
+import asyncio
+import signal
+
+from django.core.management.base import BaseCommand
+
+from workflows import conf
+from workflows.runner import Runner
+
+
+class Command(BaseCommand):
+    help = "Run workflow runs: claim, execute, heartbeat; stop gracefully on SIGTERM."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--concurrency", type=int, default=10, help="Runs executed at once (default 10).")
+        parser.add_argument("--until-idle", action="store_true", help="Exit once no run is due.")
+
+    def handle(self, *args, concurrency: int, until_idle: bool, **options):
+        runner = Runner(
+            registry=conf.registry(),
+            store=conf.default_store(),
+            concurrency=concurrency,
+            lease_seconds=conf.lease_seconds(),
+            heartbeat_seconds=conf.heartbeat_seconds(),
+        )
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, runner.request_stop)
+            await runner.run(until_idle=until_idle)
+
+        asyncio.run(main())

@@ -1,0 +1,169 @@
+"""Plain records that flow through the engine: built at the store's edge, never ORM rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class RunStatus:
+    PENDING = "pending"  # runnable now (new, or released by a stopping runner)
+    RUNNING = "running"  # held by a runner under a lease
+    WAITING = "waiting"  # suspended: a timer, a retry backoff or a queue
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+    ALL = (PENDING, RUNNING, WAITING, COMPLETED, FAILED, CANCELLED)
+
+
+class EntryStatus:
+    COMPLETED = "completed"
+    FAILED = "failed"  # terminal: critical, timeout or exhausted
+    RETRYING = "retrying"  # a failed attempt; the next one is due at wake_at
+    WAITING = "waiting"  # a sleep or queue wait not yet satisfied
+
+    ALL = (COMPLETED, FAILED, RETRYING, WAITING)
+
+
+class EntryKind:
+    STEP = "step"
+    SLEEP = "sleep"
+    QUEUE = "queue"
+
+    ALL = (STEP, SLEEP, QUEUE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    id: str
+    workflow: str
+    key: list[str]
+    version: str
+    status: str
+    state: dict[str, Any]
+    result: Any = None
+    error: dict[str, Any] | None = None
+    created_at: dt.datetime | None = None
+    wake_at: dt.datetime | None = None
+    lease_owner: str = ""
+    cancel_requested: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class EntryRecord:
+    id: int
+    scope: str
+    position: int
+    name: str
+    kind: str
+    status: str
+    input: Any = None
+    output: Any = None
+    error: dict[str, Any] | None = None
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    wake_at: dt.datetime | None = None
+    attempts: int = 0
+    meta: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageRecord:
+    id: int
+    run_id: str
+    queue: str
+    body: Any
+    sent_at: dt.datetime
+    response: Any = None
+    completed_at: dt.datetime | None = None
+    consumed_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventRecord:
+    id: int
+    run_id: str
+    name: str
+    payload: Any
+    created_at: dt.datetime
+
+
+# --- What the engine asks a store to write, in one transaction -----------------------------------
+
+
+@dataclass(kw_only=True)
+class EntryWrite:
+    id: int | None  # an existing entry to update (a retry, a wait coming true), else a new one
+    scope: str
+    position: int
+    name: str
+    kind: str
+    status: str
+    input: Any = None
+    output: Any = None
+    error: dict[str, Any] | None = None
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    wake_at: dt.datetime | None = None
+    attempts: int = 0
+    meta: dict[str, Any] | None = None
+    consumes: list[int] = field(default_factory=list)  # message ids this queue wait takes
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptWrite:
+    number: int
+    started_at: dt.datetime
+    finished_at: dt.datetime
+    outcome: str  # ok | error | timeout | critical
+    error: dict[str, Any] | None = None
+    delay: float | None = None  # seconds before the next attempt, when one follows
+    retry_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutgoingMessage:
+    """A message to store; the target is a run id, or a (workflow, key) created when missing."""
+
+    queue: str
+    body: Any
+    run_id: str | None = None
+    workflow: str | None = None
+    key: list[str] | None = None
+    version: str = ""
+    initial_state: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transition:
+    """The run's new status: waiting (until wake_at or a message), or terminal, or released."""
+
+    status: str
+    wake_at: dt.datetime | None = None
+    wait_queues: tuple[str, ...] | None = None  # waiting on these queues (() = every queue)
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+@dataclass(kw_only=True)
+class Commit:
+    entries: list[tuple[EntryWrite, AttemptWrite | None]] = field(default_factory=list)
+    state: dict[str, Any] | None = None  # the new state, only when it changed
+    events: list[tuple[str, Any]] = field(default_factory=list)
+    messages: list[OutgoingMessage] = field(default_factory=list)
+    complete: list[tuple[int, Any]] = field(default_factory=list)  # (message id, response)
+    transition: Transition | None = None
+
+    def is_empty(self) -> bool:
+        return not (
+            self.entries or self.state is not None or self.events or self.messages or self.complete
+        ) and self.transition is None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommitResult:
+    entry_ids: list[int]
+    cancel_requested: bool = False

@@ -1,0 +1,200 @@
+"""The runner: claims runnable runs, executes each in its own task, heartbeats their leases,
+wakes at once on new work, and stops gracefully. It only orchestrates: the Execution decides
+what a run does, the store decides how it is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+
+from .clock import Clock
+from .definition import Registry
+from .executor import Execution, Outcome
+from .records import Commit, RunRecord
+from .store import Store
+
+logger = logging.getLogger("workflows.runner")
+
+IDLE_POLL = 30.0  # seconds: longest sleep between looks at the schedule when nothing wakes us
+UNTIL_IDLE_HORIZON = 2.0  # seconds: --until-idle waits for runs due this soon (short retry backoffs)
+SHUTDOWN_GRACE = 30.0  # seconds: how long a stopping runner lets running steps finish
+
+
+class Runner:
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        store: Store,
+        clock: Clock | None = None,
+        concurrency: int = 10,
+        lease_seconds: float = 30.0,
+        heartbeat_seconds: float = 10.0,
+        shutdown_grace: float = SHUTDOWN_GRACE,
+        owner: str | None = None,
+        watch: bool = True,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.registry = registry
+        self.store = store
+        self.clock = clock or Clock()
+        self.concurrency = concurrency
+        self.lease_seconds = lease_seconds
+        self.heartbeat_seconds = heartbeat_seconds
+        self.shutdown_grace = shutdown_grace
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.watch = watch
+        self.outcomes: dict[str, Outcome] = {}  # last outcome per run, for tests and logs
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._executions: dict[str, Execution] = {}
+        self._wake: asyncio.Event | None = None
+        self._stopping = False
+
+    # --- control ---------------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Stop claiming; running executions hand their run back at their next entry."""
+        self._stopping = True
+        for execution in self._executions.values():
+            execution.interrupt_requested = True
+        self._poke()
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    # --- the loop --------------------------------------------------------------------------------
+
+    async def run(self, *, until_idle: bool = False) -> None:
+        self._wake = asyncio.Event()
+        helpers = [asyncio.create_task(self._heartbeat_loop(), name="workflows-heartbeat")]
+        if self.watch:
+            helpers.append(asyncio.create_task(self.store.watch(self._poke), name="workflows-watch"))
+        logger.info("runner %s started (concurrency %d)", self.owner, self.concurrency)
+        try:
+            while not self._stopping:
+                self._wake.clear()
+                claimed = await self._claim()
+                if claimed:
+                    continue  # there may be more runnable runs
+                timeout = await self._idle_timeout()
+                if until_idle and not self._tasks and (timeout is None or timeout > UNTIL_IDLE_HORIZON):
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+        finally:
+            await self._drain_on_stop()
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            logger.info("runner %s stopped", self.owner)
+
+    async def run_due(self) -> None:
+        """Claim and execute until nothing is due at the clock's time (workflows.testing uses it)."""
+        self._wake = self._wake or asyncio.Event()
+        while True:
+            claimed = await self._claim()
+            if not claimed and not self._tasks:
+                return
+            if self._tasks:
+                await asyncio.wait(list(self._tasks.values()))
+
+    async def _claim(self) -> int:
+        free = self.concurrency - len(self._tasks)
+        if free <= 0:
+            return 0
+        runs = await self.store.aclaim(
+            owner=self.owner,
+            workflows=self.registry.names(),
+            limit=free,
+            lease_seconds=self.lease_seconds,
+            now=self.clock.now(),
+        )
+        for run in runs:
+            self._tasks[run.id] = asyncio.create_task(self._execute(run), name=f"run-{run.id}")
+        return len(runs)
+
+    async def _idle_timeout(self) -> float | None:
+        """Seconds until the next scheduled wake (None: nothing scheduled), at most IDLE_POLL."""
+        if len(self._tasks) >= self.concurrency:
+            return IDLE_POLL  # full: a finishing task wakes us
+        when = await self.store.anext_wake_at(owner=self.owner, workflows=self.registry.names())
+        if when is None:
+            return None if not self._tasks else IDLE_POLL
+        return min(IDLE_POLL, max(0.0, (when - self.clock.now()).total_seconds()))
+
+    async def _execute(self, run: RunRecord) -> None:
+        try:
+            history = await self.store.aload_history(run.id)
+            execution = Execution(
+                run=run,
+                definition=self.registry.get(run.workflow),
+                registry=self.registry,
+                history=history,
+                store=self.store,
+                clock=self.clock,
+                owner=self.owner,
+                on_commit=self._on_commit,
+            )
+            execution.interrupt_requested = self._stopping
+            self._executions[run.id] = execution
+            outcome = await execution.execute()
+            self.outcomes[run.id] = outcome
+            logger.debug("run %s: %s", run.id, outcome.status)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # A store failure (database gone): the lease lapses and a runner retries the run later.
+            logger.exception("run %s: execution failed; its lease will lapse", run.id)
+        finally:
+            self._executions.pop(run.id, None)
+            self._tasks.pop(run.id, None)
+            self._poke()
+
+    def _on_commit(self, commit: Commit) -> None:
+        if commit.messages:
+            self._poke()  # we may have created or woken a run; stores don't notify their own writes
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds)
+            ids = list(self._tasks)
+            if not ids:
+                continue
+            try:
+                held = await self.store.aheartbeat(
+                    owner=self.owner, run_ids=ids, lease_seconds=self.lease_seconds, now=self.clock.now()
+                )
+            except Exception:
+                logger.exception("heartbeat failed")
+                continue
+            for run_id in ids:
+                execution = self._executions.get(run_id)
+                if run_id not in held:
+                    task = self._tasks.get(run_id)
+                    if task is not None and execution is not None:
+                        logger.warning("run %s: lease lost; stopping its execution", run_id)
+                        task.cancel()
+                elif held[run_id] and execution is not None:
+                    execution.cancel_requested = True
+
+    async def _drain_on_stop(self) -> None:
+        if not self._tasks:
+            return
+        for execution in self._executions.values():
+            execution.interrupt_requested = True
+        pending = list(self._tasks.values())
+        _done, still = await asyncio.wait(pending, timeout=self.shutdown_grace)
+        if still:
+            ids = [run_id for run_id, task in self._tasks.items() if task in still]
+            logger.warning("cutting %d runs still in a step after %.0fs", len(ids), self.shutdown_grace)
+            for task in still:
+                task.cancel()
+            await asyncio.gather(*still, return_exceptions=True)
+            await self.store.arelease(owner=self.owner, run_ids=ids, now=self.clock.now())

@@ -1,0 +1,122 @@
+"""The storage interface the engine talks to, and nothing about how a store keeps its data.
+
+Methods are synchronous (the Django store runs them in Django's database thread); each has an
+`a`-prefixed async twin for the engine and async callers. `DjangoStore` is the real one;
+`MemoryStore` serves fast unit tests of the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+from .records import (
+    Commit,
+    CommitResult,
+    EntryRecord,
+    EventRecord,
+    MessageRecord,
+    OutgoingMessage,
+    RunRecord,
+)
+
+
+def _twin(name: str) -> Callable[..., Any]:
+    async def method(self: Store, *args: Any, **kwargs: Any) -> Any:
+        return await self.run_sync(getattr(self, name), *args, **kwargs)
+
+    method.__name__ = f"a{name}"
+    method.__doc__ = f"Async twin of `{name}`."
+    return method
+
+
+class Store(ABC):
+    # --- runs ---
+    @abstractmethod
+    def get_or_create_run(
+        self, *, workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
+    ) -> tuple[RunRecord, bool]:
+        """The run of (workflow, key), created runnable when missing; a stable key makes starts idempotent."""
+
+    @abstractmethod
+    def get_run(self, run_id: str) -> RunRecord:
+        """Raises RunNotFound."""
+
+    @abstractmethod
+    def find_run(self, workflow: str, key: list[str]) -> RunRecord:
+        """Raises RunNotFound."""
+
+    # --- the runner's side ---
+    @abstractmethod
+    def claim(
+        self, *, owner: str, workflows: list[str], limit: int, lease_seconds: float, now: dt.datetime
+    ) -> list[RunRecord]:
+        """Take up to `limit` runnable runs of `workflows` (due, or whose lease lapsed) for `owner`."""
+
+    @abstractmethod
+    def next_wake_at(self, *, owner: str, workflows: list[str]) -> dt.datetime | None:
+        """When the earliest run of `workflows` not held by `owner` is due (None: nothing scheduled)."""
+
+    @abstractmethod
+    def heartbeat(
+        self, *, owner: str, run_ids: list[str], lease_seconds: float, now: dt.datetime
+    ) -> dict[str, bool]:
+        """Extend the leases still held; returns {run_id: cancel_requested} for those."""
+
+    @abstractmethod
+    def release(self, *, owner: str, run_ids: list[str], now: dt.datetime) -> None:
+        """Give runs back, runnable at once (a runner stopping)."""
+
+    @abstractmethod
+    def load_history(self, run_id: str) -> list[EntryRecord]:
+        """Every current entry of the run, in one query."""
+
+    @abstractmethod
+    def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
+        """Write it all in one transaction, or nothing; raises LeaseLost when `owner` lost the run."""
+
+    @abstractmethod
+    def available_messages(self, run_id: str, queues: list[str] | None, limit: int) -> list[MessageRecord]:
+        """Oldest unconsumed messages of the run on those queues (None: all)."""
+
+    # --- callers' side ---
+    @abstractmethod
+    def send(self, message: OutgoingMessage, *, now: dt.datetime) -> MessageRecord:
+        """Store a message and wake its run; stored before this returns."""
+
+    @abstractmethod
+    def get_message(self, message_id: int) -> MessageRecord: ...
+
+    @abstractmethod
+    def request_cancel(self, run_id: str, *, now: dt.datetime) -> RunRecord: ...
+
+    @abstractmethod
+    def list_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]: ...
+
+    # --- async twins ---
+    async def run_sync(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    aget_or_create_run = _twin("get_or_create_run")
+    aget_run = _twin("get_run")
+    afind_run = _twin("find_run")
+    aclaim = _twin("claim")
+    anext_wake_at = _twin("next_wake_at")
+    aheartbeat = _twin("heartbeat")
+    arelease = _twin("release")
+    aload_history = _twin("load_history")
+    acommit = _twin("commit")
+    aavailable_messages = _twin("available_messages")
+    asend = _twin("send")
+    aget_message = _twin("get_message")
+    arequest_cancel = _twin("request_cancel")
+    alist_events = _twin("list_events")
+
+    # --- change notification ---
+    async def watch(self, wake: Callable[[], None]) -> None:
+        """Call `wake()` whenever another process may have made work runnable; runs until cancelled.
+        The default never calls it: the runner then relies on its schedule alone."""
+        await asyncio.Event().wait()
