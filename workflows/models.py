@@ -170,3 +170,27 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} #{self.id}"
+
+
+class AuditEntry(models.Model):
+    """An operator's action on a run: who, when, what, why. Written with the change it records."""
+
+    class Action(models.TextChoices):
+        REPLAY = "replay"
+        RETRY_NOW = "retry_now"
+        CANCEL = "cancel"
+        SEND = "send"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="audit_entries")
+    action = models.CharField(max_length=32, choices=Action.choices)
+    actor = models.CharField(max_length=200, help_text="User name, API key name or command.")
+    reason = models.TextField(blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["run", "-created_at"], name="workflows_audit_run")]
+
+    def __str__(self) -> str:
+        return f"{self.action} on {self.run_id} by {self.actor}"
