@@ -17,7 +17,11 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY") or "dev-insecure-secret-key-change-me-in-production-0123456789"
-ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h.strip()]
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
+    if h.strip()
+]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 INSTALLED_APPS = [
@@ -81,7 +85,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
     }
     # Tests use a file too: acceptance tests start real runner processes that must see it.
-    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test_db.sqlite3")}
+    # One file per test process, so two test sessions on one machine never share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / f"test_db_{os.getpid()}.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -116,6 +121,15 @@ WORKFLOWS_REGISTRIES = [
     for r in os.environ.get("WORKFLOWS_REGISTRIES", "jobs.workflows.registry").split(",")
     if r.strip()
 ]
+
+# Seconds a run stays held after its runner's last heartbeat; another runner resumes it after that.
+WORKFLOWS_LEASE_SECONDS = float(os.environ.get("WORKFLOWS_LEASE_SECONDS", "30"))
+WORKFLOWS_HEARTBEAT_SECONDS = float(
+    os.environ.get("WORKFLOWS_HEARTBEAT_SECONDS", str(WORKFLOWS_LEASE_SECONDS / 3))
+)
+# Dotted paths of async callables `hook(run_id, commit)` the runner calls after each commit
+# (the inspector uses one to push live updates through the channel layer).
+WORKFLOWS_COMMIT_HOOKS = ["inspector.live.on_commit"]
 
 # --- Example app (jobs) ---------------------------------------------------------
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")

@@ -133,7 +133,9 @@ class RunHandle:
                 return current.response
             self._raise_if_finished_without(current)
             if time.monotonic() >= deadline:
-                raise MessageTimeout(f"message {message.id} to {queue!r} was not completed within {timeout:g}s")
+                raise MessageTimeout(
+                    f"message {message.id} to {queue!r} was not completed within {timeout:g}s"
+                )
             time.sleep(pause)
             pause = min(pause * 2, WAIT_POLL_MAX)
 
@@ -148,7 +150,9 @@ class RunHandle:
             if current.completed_at is not None:
                 return current.response
             if loop.time() >= deadline:
-                raise MessageTimeout(f"message {message.id} to {queue!r} was not completed within {timeout:g}s")
+                raise MessageTimeout(
+                    f"message {message.id} to {queue!r} was not completed within {timeout:g}s"
+                )
             await asyncio.sleep(pause)
             pause = min(pause * 2, WAIT_POLL_MAX)
 
@@ -156,11 +160,15 @@ class RunHandle:
         if message.consumed_at is None:
             run = self.info()
             if run.status in RunStatus.TERMINAL:
-                raise RunFinished(f"run {self.run_id} is {run.status}; message {message.id} will not be answered")
+                raise RunFinished(
+                    f"run {self.run_id} is {run.status}; message {message.id} will not be answered"
+                )
 
     # --- actions ---
     def _action_context(self, run: RunRecord) -> ActionContext:
-        return ActionContext(run_id=run.id, key=tuple(run.key), status=run.status, state=run.state, result=run.result)
+        return ActionContext(
+            run_id=run.id, key=tuple(run.key), status=run.status, state=run.state, result=run.result
+        )
 
     def action(self, name: str) -> Any:
         fn = self._client.definition.action_fn(name, self.workflow)

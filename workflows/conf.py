@@ -38,3 +38,8 @@ def default_store() -> Store:
     from .django_store import DjangoStore
 
     return DjangoStore()
+
+
+def commit_hooks() -> list:
+    """The async `hook(run_id, commit)` callables named by WORKFLOWS_COMMIT_HOOKS."""
+    return [import_string(path) for path in getattr(settings, "WORKFLOWS_COMMIT_HOOKS", [])]

@@ -252,7 +252,9 @@ class DjangoStore(Store):
             if fenced is None:
                 raise LeaseLost(f"run {run_id} is no longer held by {owner}")
 
-            entry_ids = [self._write_entry(cursor, rid, write, attempt, now) for write, attempt in commit.entries]
+            entry_ids = [
+                self._write_entry(cursor, rid, write, attempt, now) for write, attempt in commit.entries
+            ]
 
             if commit.events:
                 values = ", ".join(["(%s, %s, %s, %s)"] * len(commit.events))
@@ -411,7 +413,9 @@ class DjangoStore(Store):
     def list_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:
         rows = Event.objects.filter(run_id=run_id, id__gt=after).order_by("id")[:limit]
         return [
-            EventRecord(id=e.id, run_id=str(e.run_id), name=e.name, payload=e.payload, created_at=e.created_at)
+            EventRecord(
+                id=e.id, run_id=str(e.run_id), name=e.name, payload=e.payload, created_at=e.created_at
+            )
             for e in rows
         ]
 

@@ -290,8 +290,12 @@ class Execution:
             entry.output = output
             step_ctx.state = normalize(step_ctx.state, f"the state written by step {name!r}")
             commit = Commit(
-                entries=[(entry, AttemptWrite(number=attempt, started_at=started, finished_at=finished,
-                                              outcome="ok"))],
+                entries=[
+                    (
+                        entry,
+                        AttemptWrite(number=attempt, started_at=started, finished_at=finished, outcome="ok"),
+                    )
+                ],
                 events=step_ctx.events,
                 messages=step_ctx.messages,
             )
@@ -456,13 +460,13 @@ class Execution:
         spec = self.definition.event_spec(event, self.run.workflow)
         return spec.validate(f"event {self.run.workflow}.{event}", payload)
 
-    def outgoing(
-        self, queue: str, body: Any, workflow: str | None, key: list[str] | None
-    ) -> OutgoingMessage:
+    def outgoing(self, queue: str, body: Any, workflow: str | None, key: list[str] | None) -> OutgoingMessage:
         if workflow is None and key is None:
             spec = self.definition.queue_spec(queue, self.run.workflow)
             return OutgoingMessage(
-                queue=queue, body=spec.validate(f"queue {self.run.workflow}.{queue}", body), run_id=self.run.id
+                queue=queue,
+                body=spec.validate(f"queue {self.run.workflow}.{queue}", body),
+                run_id=self.run.id,
             )
         if workflow is None or key is None:
             raise BadInput("send to another run needs both workflow= and key=")
@@ -501,7 +505,7 @@ class _StepTimeout(Exception):
 
 async def _call_with_timeout(fn: Callable[[StepContext], Any], step: StepContext, timeout: float) -> Any:
     """Run a step body; a timed-out async body is cancelled. A sync body runs in a thread."""
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):  # noqa: B004
         call = fn(step)
     else:
         call = asyncio.to_thread(fn, step)

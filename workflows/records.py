@@ -158,9 +158,10 @@ class Commit:
     transition: Transition | None = None
 
     def is_empty(self) -> bool:
-        return not (
-            self.entries or self.state is not None or self.events or self.messages or self.complete
-        ) and self.transition is None
+        return (
+            not (self.entries or self.state is not None or self.events or self.messages or self.complete)
+            and self.transition is None
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Awaitable, Callable
 
 from .clock import Clock
 from .definition import Registry
@@ -19,6 +20,8 @@ from .records import Commit, RunRecord
 from .store import Store
 
 logger = logging.getLogger("workflows.runner")
+
+CommitHook = Callable[[str, Commit], Awaitable[None]]
 
 IDLE_POLL = 30.0  # seconds: longest sleep between looks at the schedule when nothing wakes us
 UNTIL_IDLE_HORIZON = 2.0  # seconds: --until-idle waits for runs due this soon (short retry backoffs)
@@ -38,6 +41,7 @@ class Runner:
         shutdown_grace: float = SHUTDOWN_GRACE,
         owner: str | None = None,
         watch: bool = True,
+        commit_hooks: list[CommitHook] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -50,6 +54,8 @@ class Runner:
         self.shutdown_grace = shutdown_grace
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.watch = watch
+        self.commit_hooks = list(commit_hooks or [])
+        self._hook_tasks: set[asyncio.Task[None]] = set()
         self.outcomes: dict[str, Outcome] = {}  # last outcome per run, for tests and logs
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._executions: dict[str, Execution] = {}
@@ -140,7 +146,7 @@ class Runner:
                 store=self.store,
                 clock=self.clock,
                 owner=self.owner,
-                on_commit=self._on_commit,
+                on_commit=lambda commit: self._on_commit(run.id, commit),
             )
             execution.interrupt_requested = self._stopping
             self._executions[run.id] = execution
@@ -157,9 +163,20 @@ class Runner:
             self._tasks.pop(run.id, None)
             self._poke()
 
-    def _on_commit(self, commit: Commit) -> None:
+    def _on_commit(self, run_id: str, commit: Commit) -> None:
         if commit.messages:
             self._poke()  # we may have created or woken a run; stores don't notify their own writes
+        for hook in self.commit_hooks:
+            task = asyncio.create_task(self._call_hook(hook, run_id, commit))
+            self._hook_tasks.add(task)
+            task.add_done_callback(self._hook_tasks.discard)
+
+    @staticmethod
+    async def _call_hook(hook: CommitHook, run_id: str, commit: Commit) -> None:
+        try:
+            await hook(run_id, commit)
+        except Exception:
+            logger.exception("commit hook %r failed (ignored)", hook)
 
     async def _heartbeat_loop(self) -> None:
         while True:

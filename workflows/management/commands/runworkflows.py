@@ -23,6 +23,7 @@ class Command(BaseCommand):
             concurrency=concurrency,
             lease_seconds=conf.lease_seconds(),
             heartbeat_seconds=conf.heartbeat_seconds(),
+            commit_hooks=conf.commit_hooks(),
         )
 
         async def main() -> None:
