@@ -194,3 +194,21 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} on {self.run_id} by {self.actor}"
+
+
+class ApiKey(models.Model):
+    """A key for the /api/ routes. Only its sha256 is stored; the key itself is shown once."""
+
+    name = models.CharField(max_length=100, unique=True, help_text="Who or what uses the key.")
+    prefix = models.CharField(max_length=8, db_index=True, editable=False, help_text="The key's first 8 characters.")
+    hashed_key = models.CharField(max_length=64, unique=True, editable=False, help_text="sha256 of the key.")
+    created_at = models.DateTimeField(editable=False)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked = models.BooleanField(default=False, help_text="A revoked key is refused.")
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
