@@ -16,3 +16,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "browser" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _close_engine_thread_connections():
+    """The engine's store runs ORM calls in asgiref's single sync thread; close that thread's
+    connection after each test so test databases can be flushed and dropped."""
+    yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()

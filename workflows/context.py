@@ -167,16 +167,10 @@ class StepQueue:
         self._step = step
 
     def send(
-        self,
-        queue: str,
-        body: Any = None,
-        *,
-        run_id: str | None = None,
-        workflow: str | None = None,
-        key: list[str] | None = None,
+        self, queue: str, body: Any = None, *, workflow: str | None = None, key: list[str] | None = None
     ) -> None:
-        """Send to this run (default), to `run_id`, or to the run of (`workflow`, `key`), created if missing."""
-        self._step.messages.append(self._step._ex.outgoing(queue, body, run_id, workflow, key))
+        """Send to this run's `queue`, or to the run of (`workflow`, `key`), created when missing."""
+        self._step.messages.append(self._step._ex.outgoing(queue, body, workflow, key))
 
 
 class ErrorContext:

@@ -17,7 +17,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 
 from .exceptions import LeaseLost, RunFinished, RunNotFound
 from .models import Entry, Event, Message, Run
@@ -84,7 +84,7 @@ _ENTRY_FIELDS = (
 
 class DjangoStore(Store):
     async def run_sync(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+        return await sync_to_async(_reconnecting(fn), thread_sensitive=True)(*args, **kwargs)
 
     # --- value adapters -------------------------------------------------------------------------
 
@@ -188,7 +188,7 @@ class DjangoStore(Store):
 
     def next_wake_at(self, *, owner: str, workflows: list[str]) -> dt.datetime | None:
         return (
-            Run.objects.filter(wake_at__isnull=False, workflow__in=workflows)
+            Run.objects.filter(wake_at__isnull=False, status__in=_LIVE, workflow__in=workflows)
             .exclude(status=RunStatus.RUNNING, lease_owner=owner)
             .order_by("wake_at")
             .values_list("wake_at", flat=True)
@@ -452,6 +452,21 @@ class DjangoStore(Store):
             if version != last:
                 last = version
                 wake()
+
+
+def _reconnecting(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A runner keeps one connection for its life: after a connection error, drop it so the next
+    call reconnects (the failed call itself raises; the engine's lease logic retries the run)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (OperationalError, InterfaceError):
+            if connection.in_atomic_block is False:
+                connection.close()
+            raise
+
+    return call
 
 
 def _sqlite_data_version() -> int:

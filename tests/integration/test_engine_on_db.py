@@ -1,0 +1,3 @@
+"""Every engine case of tests/unit/test_engine.py again, over the Django store and a real database."""
+
+from tests.unit.test_engine import *  # noqa: F403

@@ -1,0 +1,57 @@
+"""Engine tests over the in-memory store: no database, a clock that skips ahead."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+
+import pytest
+
+from workflows.client import WorkflowClient
+from workflows.clock import FakeClock
+from workflows.definition import Registry
+from workflows.memory_store import MemoryStore
+from workflows.testing import arun_until_idle
+
+
+class CountingStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.commits = 0
+
+    def commit(self, **kwargs):
+        self.commits += 1
+        return super().commit(**kwargs)
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.store = CountingStore()
+        self.clock = FakeClock(dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+
+    def client(self, registry: Registry, name: str) -> WorkflowClient:
+        return WorkflowClient(registry, name, store=self.store, clock=self.clock)
+
+    async def run(self, registry: Registry) -> None:
+        await arun_until_idle(registry, store=self.store, clock=self.clock)
+
+    def entries(self, run_id: str):
+        return {e.name: e for e in self.store.load_history(run_id)}
+
+    def attempts(self, run_id: str, name: str):
+        entry_id = self.entries(run_id)[name].id
+        return [a for eid, a in self.store.attempts if eid == entry_id]
+
+    def wake_early(self, run_id: str) -> None:
+        self.store.runs[run_id] = replace(self.store.runs[run_id], wake_at=self.clock.now())
+
+    def steal_lease(self, run_id: str, owner: str) -> None:
+        self.store.runs[run_id] = replace(self.store.runs[run_id], lease_owner=owner)
+
+    def message_count(self) -> int:
+        return len(self.store.messages)
+
+
+@pytest.fixture
+def h() -> Harness:
+    return Harness()

@@ -1,0 +1,63 @@
+"""The pure replay core: recorded entries come back, divergence is caught before anything runs."""
+
+import pytest
+
+from workflows.exceptions import DuplicateEntryName, HistoryDiverged
+from workflows.records import EntryRecord
+from workflows.replay import History
+
+
+def entry(position, name, kind="step", scope=""):
+    return EntryRecord(
+        id=position + 1, scope=scope, position=position, name=name, kind=kind, status="completed"
+    )
+
+
+def test_replay__recorded_entries_come_back_in_order():
+    history = History("r1", [entry(0, "a"), entry(1, "b")])
+    assert history.replaying
+    assert history.enter("", "a", "step").recorded.name == "a"
+    assert history.enter("", "b", "step").recorded.name == "b"
+    assert not history.replaying
+    fresh = history.enter("", "c", "step")
+    assert fresh.recorded is None and fresh.position == 2
+
+
+def test_replay__diverged_name_fails_naming_both():
+    history = History("r1", [entry(0, "extract")])
+    with pytest.raises(HistoryDiverged) as caught:
+        history.enter("", "summarize", "step")
+    assert "summarize" in str(caught.value) and "extract" in str(caught.value)
+    assert caught.value.position == 0 and caught.value.run_id == "r1"
+
+
+def test_replay__diverged_kind_fails():
+    history = History("r1", [entry(0, "wait", kind="sleep")])
+    with pytest.raises(HistoryDiverged, match="sleep 'wait'"):
+        history.enter("", "wait", "step")
+
+
+def test_replay__duplicate_name_in_scope_fails():
+    history = History("r1", [])
+    history.enter("", "a", "step")
+    with pytest.raises(DuplicateEntryName, match="'a'"):
+        history.enter("", "a", "step")
+
+
+def test_replay__same_name_in_other_scope_is_fine():
+    history = History("r1", [entry(0, "a", scope="branch/x")])
+    history.enter("", "a", "step")
+    assert history.enter("branch/x", "a", "step").recorded is not None
+
+
+def test_replay__leftover_entries_at_end_diverge():
+    history = History("r1", [entry(0, "a"), entry(1, "b")])
+    history.enter("", "a", "step")
+    with pytest.raises(HistoryDiverged, match="end of the workflow"):
+        history.check_finished("")
+
+
+def test_replay__finished_scope_without_leftovers_passes():
+    history = History("r1", [entry(0, "a")])
+    history.enter("", "a", "step")
+    history.check_finished("")

@@ -1,0 +1,268 @@
+"""An in-memory store with the Django store's semantics, for fast unit tests of the engine.
+
+Not for production: it keeps nothing across processes. It implements the same contract (leases,
+fencing, message consumption, wake-ups) so the engine's tests prove the engine, not the SQL.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import itertools
+import threading
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from .exceptions import LeaseLost, RunFinished, RunNotFound
+from .records import (
+    AttemptWrite,
+    Commit,
+    CommitResult,
+    EntryRecord,
+    EventRecord,
+    MessageRecord,
+    OutgoingMessage,
+    RunRecord,
+    RunStatus,
+)
+from .store import Store
+
+_LIVE = (RunStatus.PENDING, RunStatus.WAITING, RunStatus.RUNNING)
+
+
+class MemoryStore(Store):
+    def __init__(self) -> None:
+        self.runs: dict[str, RunRecord] = {}
+        self.entries: dict[int, tuple[str, EntryRecord]] = {}  # id -> (run id, entry)
+        self.attempts: list[tuple[int, AttemptWrite]] = []  # (entry id, attempt)
+        self.messages: dict[int, MessageRecord] = {}
+        self.consumed_by: dict[int, int] = {}
+        self.events: list[EventRecord] = []
+        self._ids = itertools.count(1)
+        self._lock = threading.RLock()
+
+    def _copy(self, run: RunRecord) -> RunRecord:
+        return replace(run, state=copy.deepcopy(run.state), key=list(run.key))
+
+    # --- runs ---
+    def get_or_create_run(self, *, workflow, key, version, initial_state, now):
+        with self._lock:
+            for run in self.runs.values():
+                if run.workflow == workflow and run.key == key:
+                    return self._copy(run), False
+            run = RunRecord(
+                id=str(uuid.uuid4()),
+                workflow=workflow,
+                key=list(key),
+                version=version,
+                status=RunStatus.PENDING,
+                state=copy.deepcopy(initial_state),
+                created_at=now,
+                wake_at=now,
+            )
+            self.runs[run.id] = run
+            return self._copy(run), True
+
+    def get_run(self, run_id):
+        with self._lock:
+            if run_id not in self.runs:
+                raise RunNotFound(f"no run with id {run_id!r}")
+            return self._copy(self.runs[run_id])
+
+    def find_run(self, workflow, key):
+        with self._lock:
+            for run in self.runs.values():
+                if run.workflow == workflow and run.key == list(key):
+                    return self._copy(run)
+        raise RunNotFound(f"no {workflow} run with key {key!r}")
+
+    # --- runner side ---
+    def claim(self, *, owner, workflows, limit, lease_seconds, now):
+        with self._lock:
+            due = sorted(
+                (
+                    r
+                    for r in self.runs.values()
+                    if r.wake_at is not None
+                    and r.wake_at <= now
+                    and r.status in _LIVE
+                    and r.workflow in workflows
+                ),
+                key=lambda r: r.wake_at,
+            )[:limit]
+            claimed = []
+            for run in due:
+                held = replace(
+                    run,
+                    status=RunStatus.RUNNING,
+                    lease_owner=owner,
+                    wake_at=now + dt.timedelta(seconds=lease_seconds),
+                )
+                self.runs[run.id] = held
+                claimed.append(self._copy(held))
+            return claimed
+
+    def next_wake_at(self, *, owner, workflows):
+        with self._lock:
+            times = [
+                r.wake_at
+                for r in self.runs.values()
+                if r.wake_at is not None
+                and r.status in _LIVE
+                and r.workflow in workflows
+                and not (r.status == RunStatus.RUNNING and r.lease_owner == owner)
+            ]
+            return min(times) if times else None
+
+    def heartbeat(self, *, owner, run_ids, lease_seconds, now):
+        with self._lock:
+            held = {}
+            for run_id in run_ids:
+                run = self.runs.get(run_id)
+                if run and run.lease_owner == owner and run.status == RunStatus.RUNNING:
+                    self.runs[run_id] = replace(run, wake_at=now + dt.timedelta(seconds=lease_seconds))
+                    held[run_id] = run.cancel_requested
+            return held
+
+    def release(self, *, owner, run_ids, now):
+        with self._lock:
+            for run_id in run_ids:
+                run = self.runs.get(run_id)
+                if run and run.lease_owner == owner and run.status == RunStatus.RUNNING:
+                    self.runs[run_id] = replace(run, status=RunStatus.PENDING, lease_owner="", wake_at=now)
+
+    def load_history(self, run_id):
+        with self._lock:
+            found = [e for rid, e in self.entries.values() if rid == run_id]
+            return sorted(found, key=lambda e: (e.scope, e.position))
+
+    def commit(self, *, run_id, owner, commit: Commit, now):
+        with self._lock:
+            run = self.runs.get(run_id)
+            if run is None or run.lease_owner != owner or run.status != RunStatus.RUNNING:
+                raise LeaseLost(f"run {run_id} is no longer held by {owner}")
+            snapshot = (dict(self.runs), dict(self.entries), list(self.attempts), dict(self.messages),
+                        dict(self.consumed_by), list(self.events))  # fmt: skip
+            try:
+                return self._commit(run, commit, now)
+            except BaseException:
+                (self.runs, self.entries, self.attempts, self.messages, self.consumed_by, self.events) = (
+                    snapshot
+                )
+                raise
+
+    def _commit(self, run: RunRecord, commit: Commit, now: dt.datetime) -> CommitResult:
+        changes: dict[str, Any] = {}
+        if commit.state is not None:
+            changes["state"] = copy.deepcopy(commit.state)
+        t = commit.transition
+        if t is not None:
+            changes["status"] = t.status
+            changes["lease_owner"] = ""
+            if t.status in RunStatus.TERMINAL:
+                changes.update(wake_at=None, result=t.result, error=t.error)
+            else:
+                changes["wake_at"] = t.wake_at
+        self.runs[run.id] = replace(run, **changes)
+        ids = []
+        for write, attempt in commit.entries:
+            entry_id = write.id if write.id is not None else next(self._ids)
+            record = EntryRecord(
+                id=entry_id, scope=write.scope, position=write.position, name=write.name, kind=write.kind,
+                status=write.status, input=write.input, output=write.output, error=write.error,
+                started_at=write.started_at, finished_at=write.finished_at, wake_at=write.wake_at,
+                attempts=write.attempts, meta=write.meta,
+            )  # fmt: skip
+            if write.id is None:
+                clash = [
+                    e for rid, e in self.entries.values()
+                    if rid == run.id and e.scope == write.scope and (e.position == write.position or e.name == write.name)
+                ]  # fmt: skip
+                if clash:
+                    raise LeaseLost(
+                        f"entry at {write.scope!r}:{write.position} was written by another runner"
+                    )
+            self.entries[entry_id] = (run.id, record)
+            if attempt is not None:
+                self.attempts.append((entry_id, attempt))
+            for message_id in write.consumes:
+                message = self.messages[message_id]
+                if message.consumed_at is not None:
+                    raise LeaseLost("a message was consumed by someone else")
+                self.messages[message_id] = replace(message, consumed_at=now)
+                self.consumed_by[message_id] = entry_id
+            ids.append(entry_id)
+        for name, payload in commit.events:
+            self.events.append(
+                EventRecord(id=next(self._ids), run_id=run.id, name=name, payload=payload, created_at=now)
+            )
+        for message_id, response in commit.complete:
+            message = self.messages[message_id]
+            if message.completed_at is None:
+                self.messages[message_id] = replace(message, response=response, completed_at=now)
+        for outgoing in commit.messages:
+            self._insert_message(outgoing, now)
+        if t is not None and t.status == RunStatus.WAITING and t.wait_queues is not None:
+            if any(
+                m.run_id == run.id
+                and m.consumed_at is None
+                and (not t.wait_queues or m.queue in t.wait_queues)
+                for m in self.messages.values()
+            ):
+                self.runs[run.id] = replace(self.runs[run.id], wake_at=now)
+        return CommitResult(entry_ids=ids, cancel_requested=self.runs[run.id].cancel_requested)
+
+    def _insert_message(self, outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
+        if outgoing.run_id is not None:
+            run = self.runs.get(outgoing.run_id)
+            if run is None:
+                raise RunNotFound(f"no run with id {outgoing.run_id!r}")
+        else:
+            run, _ = self.get_or_create_run(
+                workflow=outgoing.workflow, key=outgoing.key, version=outgoing.version,
+                initial_state=outgoing.initial_state or {}, now=now,
+            )  # fmt: skip
+            run = self.runs[run.id]
+        if run.status in RunStatus.TERMINAL:
+            raise RunFinished(f"run {run.id} is {run.status}; it takes no more messages")
+        if run.status in (RunStatus.PENDING, RunStatus.WAITING):
+            self.runs[run.id] = replace(run, wake_at=now)
+        message = MessageRecord(
+            id=next(self._ids), run_id=run.id, queue=outgoing.queue, body=outgoing.body, sent_at=now
+        )
+        self.messages[message.id] = message
+        return message
+
+    def available_messages(self, run_id, queues, limit):
+        with self._lock:
+            found = [
+                m
+                for m in sorted(self.messages.values(), key=lambda m: m.id)
+                if m.run_id == run_id and m.consumed_at is None and (not queues or m.queue in queues)
+            ]
+            return found[:limit]
+
+    # --- callers' side ---
+    def send(self, message, *, now):
+        with self._lock:
+            return self._insert_message(message, now)
+
+    def get_message(self, message_id):
+        with self._lock:
+            return self.messages[message_id]
+
+    def request_cancel(self, run_id, *, now):
+        with self._lock:
+            run = self.runs.get(run_id)
+            if run is None:
+                raise RunNotFound(f"no run with id {run_id!r}")
+            if run.status not in RunStatus.TERMINAL and not run.cancel_requested:
+                wake = run.wake_at if run.status == RunStatus.RUNNING else now
+                run = replace(run, cancel_requested=True, wake_at=wake)
+                self.runs[run_id] = run
+            return self._copy(run)
+
+    def list_events(self, run_id, *, after=0, limit=1000):
+        with self._lock:
+            return [e for e in self.events if e.run_id == run_id and e.id > after][:limit]

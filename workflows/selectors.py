@@ -1,0 +1,108 @@
+"""Reads of runs for the API, the commands and the inspector, each with the joins it needs.
+
+Lists page with an opaque cursor over (-created_at, -id): a page never shifts when runs are
+created meanwhile (new runs sort before the first page), and ties on created_at are broken by id.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass
+
+from django.db.models import Prefetch, Q
+
+from .django_store import key_identity
+from .exceptions import BadInput, RunNotFound
+from .models import Attempt, Entry, Event, Run
+
+MAX_PAGE = 200  # runs or events per page, at most
+
+
+@dataclass(frozen=True)
+class RunPage:
+    items: list[Run]
+    next_cursor: str | None  # None on the last page
+
+
+def _run_uuid(run_id: str | uuid.UUID) -> uuid.UUID:
+    """A malformed id names no run: RunNotFound, like a missing one."""
+    try:
+        return run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(str(run_id))
+    except ValueError:
+        raise RunNotFound(f"no run with id {str(run_id)!r}") from None
+
+
+def encode_cursor(run: Run) -> str:
+    raw = json.dumps([run.created_at.isoformat(), run.id.hex], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        created, run_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        when = dt.datetime.fromisoformat(created)
+        if when.tzinfo is None:
+            raise ValueError("naive time")
+        return when, uuid.UUID(run_id)
+    except (ValueError, TypeError, binascii.Error, UnicodeError):
+        raise BadInput(f"invalid cursor {cursor!r}: pass back a next_cursor unchanged") from None
+
+
+def run_list(
+    *,
+    workflow: str | None = None,
+    status: str | None = None,
+    key: list[str] | None = None,
+    created_after: dt.datetime | None = None,
+    created_before: dt.datetime | None = None,
+    cursor: str | None = None,
+    limit: int = 50,
+) -> RunPage:
+    """Runs newest first, filtered; state and result are left out (read one run for those)."""
+    limit = max(1, min(limit, MAX_PAGE))
+    runs = Run.objects.defer("state", "result").order_by("-created_at", "-id")
+    if workflow:
+        runs = runs.filter(workflow=workflow)
+    if status:
+        runs = runs.filter(status=status)
+    if key:
+        runs = runs.filter(key_hash=key_identity(list(key))[1])
+    if created_after:
+        runs = runs.filter(created_at__gt=created_after)
+    if created_before:
+        runs = runs.filter(created_at__lt=created_before)
+    if cursor:
+        when, last_id = decode_cursor(cursor)
+        runs = runs.filter(Q(created_at__lt=when) | Q(created_at=when, id__lt=last_id))
+    rows = list(runs[: limit + 1])
+    more = len(rows) > limit
+    items = rows[:limit]
+    return RunPage(items=items, next_cursor=encode_cursor(items[-1]) if more else None)
+
+
+def run_detail(run_id: str | uuid.UUID) -> Run:
+    """One run with all its entries, current and superseded, in history order, each with its
+    attempts (`run.entries.all()`, `entry.attempt_set.all()`: three queries in all)."""
+    attempts = Prefetch("attempt_set", queryset=Attempt.objects.order_by("number", "id"))
+    entries = Prefetch(
+        "entries",
+        queryset=Entry.objects.order_by("scope", "position", "id").prefetch_related(attempts),
+    )
+    run = Run.objects.prefetch_related(entries).filter(id=_run_uuid(run_id)).first()
+    if run is None:
+        raise RunNotFound(f"no run with id {str(run_id)!r}")
+    return run
+
+
+def run_events(run_id: str | uuid.UUID, *, after: int = 0, limit: int = 100) -> list[Event]:
+    """The run's events with id > after, oldest first; RunNotFound for an unknown run."""
+    rid = _run_uuid(run_id)
+    if not Run.objects.filter(id=rid).exists():
+        raise RunNotFound(f"no run with id {str(run_id)!r}")
+    limit = max(1, min(limit, MAX_PAGE))
+    return list(Event.objects.filter(run_id=rid, id__gt=after).order_by("id")[:limit])
