@@ -4,6 +4,9 @@ from django.contrib import admin
 from django.urls import path
 
 from config.api import api
+from workflows.api import router as workflows_router
+
+api.add_router("/api/", workflows_router)
 
 urlpatterns = [
     path("admin/", admin.site.urls),

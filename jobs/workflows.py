@@ -1,5 +1,219 @@
-"""The example app's workflows (placeholder registry until the AI job lands)."""
+"""The example app's workflows.
 
-from workflows import setup
+`aiJob` turns a sales call transcript into a brief: extract companies and action items with the
+model, look each company up in the CRM, summarize, publish to the CMS. One run per job, keyed by
+the job id. The body only calls steps; every call to the outside world is in a step, through the
+clients in `jobs.services`.
 
-registry = setup(use={})
+`invoice` is the smaller example: load the subtotal, calculate the tax, save the invoice.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from jobs import prompts
+from jobs.schemas import InvoiceOrder, JobStart
+from jobs.services import cms, crm, http, model
+from workflows import CriticalError, event, queue, setup, workflow
+
+STAGES = ("queued", "extracting", "enriching", "summarizing", "publishing", "published", "failed")
+
+# Model calls can be slow and rate limited: a long timeout, and patient retries (4 s, 8 s ... 60 s).
+MODEL_STEP = {
+    "timeout": 120,
+    "retry_on_timeout": True,
+    "max_retries": 6,
+    "retry_backoff_base": 2.0,
+    "retry_backoff_max": 60.0,
+}
+# CRM and CMS calls: the same patience, a shorter timeout.
+SERVICE_STEP = {**MODEL_STEP, "timeout": 30}
+
+
+class Progress(BaseModel):
+    stage: Literal[STAGES]  # type: ignore[valid-type]
+    detail: str | None = None
+
+
+def initial_state() -> dict[str, Any]:
+    return {
+        "stage": "queued",
+        "title": None,
+        "extracted": None,  # {"companies": [...], "actionItems": [...]}
+        "companies": [],  # one CRM lookup per extracted company, in order
+        "summary": None,
+        "url": None,  # the published post
+        "error": None,
+    }
+
+
+# --- the aiJob body: step calls and branching only ------------------------------------------------
+
+
+async def ai_job_run(ctx) -> dict[str, Any]:
+    start = await ctx.queue.next("wait-start", names=["start"])
+    job = start.body
+    extracted = await ctx.step("extract", extract, input=job, **MODEL_STEP)
+    names = extracted["companies"]
+    companies = []
+    for i, name in enumerate(names):
+        enrich_one = partial(enrich, index=i, total=len(names))
+        companies.append(await ctx.step(f"enrich-{i}", enrich_one, input=name, **SERVICE_STEP))
+    facts = {"title": job["title"], "actionItems": extracted["actionItems"], "companies": companies}
+    summary = await ctx.step(
+        "summarize", partial(summarize, transcript=job["transcript"]), input=facts, **MODEL_STEP
+    )
+    return await ctx.step("publish", partial(publish, body=summary), input=job["title"], **SERVICE_STEP)
+
+
+# --- its steps ------------------------------------------------------------------------------------
+
+
+def _stage(step, stage: str, detail: str | None = None) -> None:
+    """Enter a stage: saved in state (with the step's result) and broadcast as progress."""
+    if step.attempt > 1:
+        detail = f"{detail} (attempt {step.attempt})" if detail else f"attempt {step.attempt}"
+    step.state["stage"] = stage
+    step.broadcast("progress", {"stage": stage, "detail": detail})
+
+
+async def extract(step) -> dict[str, list[str]]:
+    _stage(step, "extracting")
+    title, transcript = step.input["title"], step.input["transcript"]
+    async with http.client() as client:
+        completion = await model.complete(
+            client, prompts.extract_messages(title, transcript), json_object=True
+        )
+    step.meta["usage"] = completion.usage
+    extracted = prompts.parse_extraction(completion.content)  # invalid JSON raises: retried
+    step.state.update(title=title, extracted=extracted)
+    return extracted
+
+
+async def enrich(step, *, index: int, total: int) -> dict[str, Any]:
+    name = step.input
+    _stage(step, "enriching", f"{name} ({index + 1}/{total})")
+    async with http.client() as client:
+        record = await crm.find_company(client, name)
+    company = {"name": name, "found": record is not None, "crm": record}
+    step.state["companies"] = [*step.state["companies"][:index], company]
+    return company
+
+
+async def summarize(step, *, transcript: str) -> str:
+    _stage(step, "summarizing")
+    facts = step.input
+    messages = prompts.summarize_messages(facts["title"], transcript, facts["actionItems"], facts["companies"])
+    async with http.client() as client:
+        completion = await model.complete(client, messages)
+    step.meta["usage"] = completion.usage
+    summary = completion.content.strip()
+    if not summary:
+        raise http.InvalidReply("model returned an empty brief")
+    step.state["summary"] = summary
+    return summary
+
+
+async def publish(step, *, body: str) -> dict[str, Any]:
+    title = step.input
+    _stage(step, "publishing", title)
+    async with http.client() as client:
+        # The job id as Idempotency-Key: a retry after a lost response gets the same post back.
+        post = await cms.publish_post(client, title=title, body=body, idempotency_key=step.key[0])
+    step.state.update(stage="published", url=post["url"])
+    step.broadcast("progress", {"stage": "published", "detail": post["url"]})
+    return {"postId": post.get("id"), "url": post["url"]}
+
+
+# --- failures -------------------------------------------------------------------------------------
+
+
+def stage_of(step_name: str) -> str:
+    if step_name.startswith("enrich-"):
+        return "enriching"
+    return {"extract": "extracting", "summarize": "summarizing", "publish": "publishing"}.get(
+        step_name, "failed"
+    )
+
+
+def on_error(c, event) -> None:
+    """Say what went wrong on every failed attempt; mark the job failed when no retry is left."""
+    if event.step is not None:
+        info = event.step
+        reason = info.error.get("message") or info.error.get("name")
+        if info.will_retry:
+            delay_ms = round((info.retry_delay or 0) * 1000)
+            detail = f"{info.step_name} failed ({reason}), retrying in {delay_ms}ms"
+            c.broadcast("progress", {"stage": stage_of(info.step_name), "detail": detail})
+        else:
+            why = "no retry left" if info.remaining_retries == 0 else "not retried"
+            _mark_failed(c, f"{info.step_name} failed ({reason}), {why}")
+    elif event.workflow is not None and c.state.get("stage") != "failed":
+        error = event.workflow.error
+        _mark_failed(c, f"job failed ({error.get('name')}: {error.get('message')})")
+
+
+def _mark_failed(c, detail: str) -> None:
+    c.state["stage"] = "failed"
+    c.state["error"] = detail
+    c.broadcast("progress", {"stage": "failed", "detail": detail})
+
+
+ai_job = workflow(
+    ai_job_run,
+    state=initial_state,
+    queues={"start": queue(JobStart)},
+    events={"progress": event(Progress)},
+    actions={"status": lambda c: {"status": c.status, **c.state}},
+    on_error=on_error,
+)
+
+
+# --- invoice: the smaller example -----------------------------------------------------------------
+
+TAX_RATES_BP = {"EU": 2000, "UK": 2000, "US-CA": 725, "US-NY": 400, "US-OR": 0}  # basis points
+
+
+async def invoice_run(ctx) -> dict[str, Any]:
+    order = (await ctx.queue.next("wait-order", names=["order"])).body
+    subtotal = await ctx.step("load-subtotal", load_subtotal, input=order["lines"])
+    tax = await ctx.step(
+        "calculate-tax", calculate_tax, input={"subtotal_cents": subtotal, "region": order["region"]}
+    )
+    return await ctx.step(
+        "save-invoice",
+        save_invoice,
+        input={"subtotal_cents": subtotal, "tax_cents": tax, "region": order["region"]},
+    )
+
+
+def load_subtotal(step) -> int:
+    return sum(line["quantity"] * line["unit_price_cents"] for line in step.input)
+
+
+def calculate_tax(step) -> int:
+    region = step.input["region"]
+    if region not in TAX_RATES_BP:
+        raise CriticalError(f"no tax rate for region {region!r}")
+    # Round half up to the cent.
+    return (step.input["subtotal_cents"] * TAX_RATES_BP[region] + 5000) // 10000
+
+
+def save_invoice(step) -> dict[str, Any]:
+    invoice = {**step.input, "total_cents": step.input["subtotal_cents"] + step.input["tax_cents"]}
+    step.state.update(status="saved", invoice=invoice)
+    return invoice
+
+
+invoice = workflow(
+    invoice_run,
+    state=lambda: {"status": "open", "invoice": None},
+    queues={"order": queue(InvoiceOrder)},
+    actions={"total": lambda c: (c.state.get("invoice") or {}).get("total_cents")},
+)
+
+registry = setup(use={"aiJob": ai_job, "invoice": invoice})

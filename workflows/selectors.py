@@ -36,6 +36,11 @@ def _run_uuid(run_id: str | uuid.UUID) -> uuid.UUID:
         raise RunNotFound(f"no run with id {str(run_id)!r}") from None
 
 
+def _aware(when: dt.datetime) -> dt.datetime:
+    """A time without an offset is taken as UTC."""
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+
+
 def encode_cursor(run: Run) -> str:
     raw = json.dumps([run.created_at.isoformat(), run.id.hex], separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
@@ -73,9 +78,9 @@ def run_list(
     if key:
         runs = runs.filter(key_hash=key_identity(list(key))[1])
     if created_after:
-        runs = runs.filter(created_at__gt=created_after)
+        runs = runs.filter(created_at__gt=_aware(created_after))
     if created_before:
-        runs = runs.filter(created_at__lt=created_before)
+        runs = runs.filter(created_at__lt=_aware(created_before))
     if cursor:
         when, last_id = decode_cursor(cursor)
         runs = runs.filter(Q(created_at__lt=when) | Q(created_at=when, id__lt=last_id))

@@ -1,0 +1,195 @@
+"""WebSocket consumers: they speak the protocol; the reads are small helpers in the db thread.
+
+`ws/runs/<run_id>/?after=<cursor>` streams a run's events, `{"id", "event", "data"}`, first the
+persisted ones after the cursor, then live ones, in id order. Every send comes from a database
+read of "events after the last id sent", whether a poke or the poll triggered it, so a client
+that reconnects with the last id it saw loses nothing and gets nothing twice. With `changes=1`
+the stream also carries `{"run": {...}}` whenever the run's status or records change (the
+inspector page uses it to refresh itself).
+
+Event ids of one run become visible in id order: the engine inserts them only while holding the
+run's row lock (the commit's lease fence), so a later id never commits before an earlier one.
+
+`ws/runs/` (staff only) streams `{"run": {...}}` for runs created or changed, for the dashboard.
+
+Access: a staff user (session) may follow any run and the list; anyone who knows a run's id (an
+unguessable uuid) may follow that run; anything else is refused at the handshake. A session is
+trusted only when the browser's Origin matches the host, so another site cannot borrow it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from urllib.parse import parse_qs, urlparse
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from . import selectors
+from .live import LIST_GROUP, poll_seconds, run_group
+
+logger = logging.getLogger("inspector.consumers")
+
+BATCH = 500  # events read per query while catching up
+LIST_OVERLAP = dt.timedelta(seconds=5)  # re-read this far back: commits land slightly out of order
+
+CLOSE_BAD_REQUEST = 4400
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+
+
+# --- the database helpers ---------------------------------------------------------------------
+
+run_exists = database_sync_to_async(selectors.run_exists)
+events_after = database_sync_to_async(selectors.events_after)
+run_fingerprint = database_sync_to_async(selectors.run_fingerprint)
+
+
+@database_sync_to_async
+def _changed_runs(since: dt.datetime, ids: list[str]) -> list[dict]:
+    runs = selectors.runs_by_id(ids) if ids else selectors.runs_changed_since(since)
+    return [selectors.run_summary(r) | {"_updated": r.updated_at} for r in runs]
+
+
+@database_sync_to_async
+def _latest_change() -> dt.datetime:
+    return selectors.latest_change()
+
+
+# --- access -----------------------------------------------------------------------------------
+
+
+def _header(scope: dict, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin1")
+    return None
+
+
+def is_staff(scope: dict) -> bool:
+    user = scope.get("user")
+    if not (user is not None and user.is_authenticated and user.is_active and user.is_staff):
+        return False
+    origin = _header(scope, b"origin")
+    if origin is None:  # not a browser: its cookies are its own
+        return True
+    return urlparse(origin).netloc.lower() == (_header(scope, b"host") or "").lower()
+
+
+def _query(scope: dict) -> dict[str, str]:
+    parsed = parse_qs(scope.get("query_string", b"").decode("latin1"))
+    return {k: v[-1] for k, v in parsed.items()}
+
+
+# --- consumers --------------------------------------------------------------------------------
+
+
+class _Polling(AsyncJsonWebsocketConsumer):
+    """Reads on every poke and on a short interval; one read at a time."""
+
+    group: str = ""
+    _poller: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self._lock = asyncio.Lock()
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.flush()
+        self._poller = asyncio.create_task(self._poll())
+
+    async def _poll(self) -> None:
+        interval = poll_seconds()
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.flush()
+            except Exception:  # a database hiccup: the next round reads again from the same point
+                logger.exception("live read failed for %s", self.group)
+
+    async def flush(self, **hints) -> None:
+        async with self._lock:
+            await self.read_and_send(**hints)
+
+    async def read_and_send(self, **hints) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    async def disconnect(self, code) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+
+class RunEventsConsumer(_Polling):
+    async def connect(self) -> None:
+        self.run_id = str(self.scope["url_route"]["kwargs"]["run_id"])
+        query = _query(self.scope)
+        try:
+            self.last_id = int(query.get("after") or 0)
+        except ValueError:
+            await self.close(code=CLOSE_BAD_REQUEST)
+            return
+        self.changes = query.get("changes") in {"1", "true", "yes"}
+        self.fingerprint: dict | None = None
+        if not await run_exists(self.run_id):  # an id is the capability: staff or not, it must exist
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.run_id = str(selectors.parse_run_id(self.run_id))
+        self.group = run_group(self.run_id)
+        await self.start()
+
+    async def run_poke(self, message: dict) -> None:
+        await self.flush()
+
+    async def read_and_send(self) -> None:
+        while True:
+            events = await events_after(self.run_id, self.last_id, BATCH)
+            for event in events:
+                await self.send_json(event)
+                self.last_id = event["id"]
+            if len(events) < BATCH:
+                break
+        if self.changes:
+            fingerprint = await run_fingerprint(self.run_id)
+            if fingerprint is not None and fingerprint != self.fingerprint:
+                self.fingerprint = fingerprint
+                await self.send_json({"run": {"id": self.run_id, **fingerprint}})
+
+    async def receive_json(self, content, **kwargs) -> None:
+        pass  # the stream is one-way; clients resume with ?after=<last id>
+
+
+class RunListConsumer(_Polling):
+    group = LIST_GROUP
+
+    async def connect(self) -> None:
+        if not is_staff(self.scope):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.watermark = await _latest_change()
+        self.seen: dict[str, str] = {}  # run id -> updated_at sent
+        await self.start()
+
+    async def runs_poke(self, message: dict) -> None:
+        await self.flush(ids=[message.get("run_id", "")])
+
+    async def read_and_send(self, ids: list[str] | None = None) -> None:
+        changed = await _changed_runs(self.watermark - LIST_OVERLAP, ids or [])
+        for summary in changed:
+            updated = summary.pop("_updated")
+            if self.seen.get(summary["id"]) == summary["updated_at"]:
+                continue
+            self.seen[summary["id"]] = summary["updated_at"]
+            await self.send_json({"run": summary})
+            if not ids and updated > self.watermark:
+                self.watermark = updated
+        horizon = (self.watermark - 2 * LIST_OVERLAP).isoformat()
+        self.seen = {k: v for k, v in self.seen.items() if v is None or v >= horizon}
+
+    async def receive_json(self, content, **kwargs) -> None:
+        pass

@@ -1,0 +1,429 @@
+"""The inspector's reads: each query the admin, the dashboard and the consumers need, in one place,
+with the select/prefetch and annotations it takes. Everything a run recorded leaves here masked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, IntegerField, Max, OuterRef, Prefetch, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run
+from workflows.records import RunStatus
+
+from .masking import mask
+from .timeline import AttemptSpan, EntrySpan, Timeline, build_timeline, format_duration
+
+EVENTS_ON_PAGE = 200  # the run page shows the latest events; the WebSocket has them all
+MESSAGES_ON_PAGE = 200
+STATS_WINDOW = dt.timedelta(hours=1)
+STATS_ROW_CAP = 20_000  # rows read for the percentiles of one window
+RECENT_RUNS = 50
+
+
+def parse_run_id(run_id: Any) -> str | None:
+    import uuid
+
+    try:
+        return str(uuid.UUID(str(run_id)))
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+# --- the run list -----------------------------------------------------------------------------
+
+
+def with_progress(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """Annotate `current_step` (the latest recorded entry) and `attempt_total` (attempts of the
+    current entries) for the run list."""
+    current = Entry.objects.filter(run=OuterRef("pk"), superseded=False).order_by("-id")
+    attempts = (
+        Entry.objects.filter(run=OuterRef("pk"), superseded=False)
+        .order_by()
+        .values("run")
+        .annotate(total=Sum("attempts"))
+        .values("total")
+    )
+    return runs.annotate(
+        current_step=Subquery(current.values("name")[:1]),
+        current_step_status=Subquery(current.values("status")[:1]),
+        attempt_total=Coalesce(Subquery(attempts, output_field=IntegerField()), 0),
+    )
+
+
+def run_duration(run: Run, now: dt.datetime | None = None) -> float | None:
+    """Seconds from start to finish, or to now while the run goes on."""
+    begin = run.started_at or run.created_at
+    if begin is None:
+        return None
+    end = run.finished_at or (now or timezone.now())
+    return max((end - begin).total_seconds(), 0.0)
+
+
+def run_summary(run: Run, now: dt.datetime | None = None) -> dict[str, Any]:
+    """A run as the dashboard's live list shows it (JSON)."""
+    return {
+        "id": str(run.id),
+        "workflow": run.workflow,
+        "key": run.key,
+        "version": run.version,
+        "status": run.status,
+        "created_at": run.created_at.isoformat() if run.created_at else None,
+        "updated_at": run.updated_at.isoformat() if run.updated_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "duration": format_duration(run_duration(run, now)),
+        "current_step": getattr(run, "current_step", None),
+        "attempts": getattr(run, "attempt_total", None),
+    }
+
+
+def recent_runs(limit: int = RECENT_RUNS) -> list[Run]:
+    return list(with_progress(Run.objects.order_by("-created_at"))[:limit])
+
+
+def runs_changed_since(since: dt.datetime, limit: int = 1000) -> list[Run]:
+    """Runs created or changed at or after `since`, oldest change first."""
+    return list(with_progress(Run.objects.filter(updated_at__gte=since).order_by("updated_at"))[:limit])
+
+
+def runs_by_id(ids: list[str]) -> list[Run]:
+    ids = [i for i in (parse_run_id(x) for x in ids) if i]
+    return list(with_progress(Run.objects.filter(id__in=ids)))
+
+
+def latest_change() -> dt.datetime:
+    return Run.objects.aggregate(m=Max("updated_at"))["m"] or timezone.now()
+
+
+# --- the consumers' reads ---------------------------------------------------------------------
+
+
+def run_exists(run_id: str) -> bool:
+    run_id = parse_run_id(run_id)
+    return run_id is not None and Run.objects.filter(id=run_id).exists()
+
+
+def events_after(run_id: str, after: int, limit: int = 500) -> list[dict[str, Any]]:
+    rows = Event.objects.filter(run_id=run_id, id__gt=after).order_by("id")[:limit]
+    return [{"id": e.id, "event": e.name, "data": e.payload} for e in rows]
+
+
+def run_fingerprint(run_id: str) -> dict[str, Any] | None:
+    """What changes whenever anything on the run's page would: status, the last commit, the
+    wake time, messages and audit entries (a message sent to a run does not touch the run row)."""
+    row = (
+        Run.objects.filter(id=run_id)
+        .annotate(
+            last_message=Max("messages__id"),
+            last_audit=Subquery(
+                AuditEntry.objects.filter(run=OuterRef("pk")).order_by("-id").values("id")[:1]
+            ),
+        )
+        .values("status", "updated_at", "wake_at", "last_message", "last_audit")
+        .first()
+    )
+    if row is None:
+        return None
+    return {
+        "status": row["status"],
+        "updated_at": row["updated_at"].isoformat() if row["updated_at"] else None,
+        "wake_at": row["wake_at"].isoformat() if row["wake_at"] else None,
+        "last_message": row["last_message"],
+        "last_audit": row["last_audit"],
+    }
+
+
+# --- one run's page ---------------------------------------------------------------------------
+
+
+@dataclass
+class StepView:
+    entry: Entry
+    attempts: list[Attempt]
+    input: Any
+    output: Any
+    error: Any
+    meta: Any
+    usage: dict[str, Any] | None
+    duration: str
+    replaced_by: Entry | None = None  # for a superseded record: the entry that took its place
+    attempt_errors: dict[int, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunPage:
+    run: Run
+    state: Any
+    result: Any
+    error: Any
+    duration: str
+    steps: list[StepView]  # current entries, in order
+    history: list[StepView]  # superseded entries (replayed), in order
+    timeline: Timeline
+    messages: list[dict[str, Any]]
+    pending_messages: int
+    events: list[dict[str, Any]]
+    event_count: int
+    last_event_id: int
+    audit: list[AuditEntry]
+    usage_total: dict[str, int]
+
+
+def _entry_order(entry: Entry) -> tuple:
+    return (entry.scope, entry.position, not entry.superseded, entry.id)
+
+
+def _usage(meta: Any) -> dict[str, Any] | None:
+    usage = (meta or {}).get("usage") if isinstance(meta, dict) else None
+    return usage if isinstance(usage, dict) and usage else None
+
+
+def _step_view(entry: Entry, now: dt.datetime) -> StepView:
+    attempts = list(entry.attempt_set.all())
+    if entry.started_at is not None:
+        end = entry.finished_at or (now if not entry.superseded else None)
+        duration = format_duration((end - entry.started_at).total_seconds()) if end else "—"
+    else:
+        duration = "—"
+    for a in attempts:
+        a.masked_error = mask(a.error)
+        a.took = format_duration((a.finished_at - a.started_at).total_seconds())
+        a.delay_text = format_duration(a.delay) if a.delay is not None else ""
+    return StepView(
+        entry=entry,
+        attempts=attempts,
+        input=mask(entry.input),
+        output=mask(entry.output),
+        error=mask(entry.error),
+        meta=mask(entry.meta),
+        usage=_usage(entry.meta),
+        duration=duration,
+    )
+
+
+def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
+    now = now or timezone.now()
+    run_id = parse_run_id(run_id)
+    run = Run.objects.filter(id=run_id).first() if run_id else None
+    if run is None:
+        return None
+    entries = sorted(
+        Entry.objects.filter(run=run).prefetch_related(
+            Prefetch("attempt_set", queryset=Attempt.objects.order_by("number", "id"))
+        ),
+        key=_entry_order,
+    )
+    current = {(e.scope, e.position): e for e in entries if not e.superseded}
+    steps, history = [], []
+    for entry in entries:
+        view = _step_view(entry, now)
+        if entry.superseded:
+            view.replaced_by = current.get((entry.scope, entry.position))
+            history.append(view)
+        else:
+            steps.append(view)
+
+    spans = [
+        EntrySpan(
+            id=e.id,
+            name=e.name if not e.scope else f"{e.scope}/{e.name}",
+            kind=e.kind,
+            status=e.status,
+            started_at=e.started_at,
+            finished_at=e.finished_at,
+            wake_at=e.wake_at,
+            superseded=e.superseded,
+            attempts=[
+                AttemptSpan(
+                    number=a.number,
+                    started_at=a.started_at,
+                    finished_at=a.finished_at,
+                    outcome=a.outcome,
+                    delay=a.delay,
+                    retry_at=a.retry_at,
+                )
+                for a in e.attempt_set.all()
+            ],
+        )
+        for e in entries
+    ]
+    timeline = build_timeline(
+        spans,
+        start=run.created_at,
+        end=run.finished_at,
+        now=now,
+        running=run.status == RunStatus.RUNNING,
+        running_since=run.started_at,
+    )
+
+    messages = []
+    consumed_by = dict(Entry.objects.filter(run=run).values_list("id", "name"))
+    for m in Message.objects.filter(run=run).order_by("-id")[:MESSAGES_ON_PAGE]:
+        messages.append(
+            {
+                "id": m.id,
+                "queue": m.queue,
+                "body": mask(m.body),
+                "sent_at": m.sent_at,
+                "consumed_at": m.consumed_at,
+                "consumed_by": consumed_by.get(m.consumed_by_id),
+                "response": mask(m.response),
+                "completed_at": m.completed_at,
+            }
+        )
+    messages.reverse()
+    pending = Message.objects.filter(run=run, consumed_at__isnull=True).count()
+
+    event_rows = list(Event.objects.filter(run=run).order_by("-id")[:EVENTS_ON_PAGE])
+    event_rows.reverse()
+    events = [
+        {"id": e.id, "name": e.name, "payload": mask(e.payload), "created_at": e.created_at}
+        for e in event_rows
+    ]
+    event_count = Event.objects.filter(run=run).count()
+
+    audit = list(AuditEntry.objects.filter(run=run).order_by("-created_at", "-id"))
+    for a in audit:
+        a.masked_details = mask(a.details)
+
+    usage_total: dict[str, int] = defaultdict(int)
+    for view in steps:
+        for k, v in (view.usage or {}).items():
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                usage_total[k] += v
+
+    return RunPage(
+        run=run,
+        state=mask(run.state),
+        result=mask(run.result),
+        error=mask(run.error),
+        duration=format_duration(run_duration(run, now)),
+        steps=steps,
+        history=history,
+        timeline=timeline,
+        messages=messages,
+        pending_messages=pending,
+        events=events,
+        event_count=event_count,
+        last_event_id=event_rows[-1].id if event_rows else 0,
+        audit=audit,
+        usage_total=dict(usage_total),
+    )
+
+
+def current_entry(run_id: str, entry_id: int) -> Entry | None:
+    return Entry.objects.filter(run_id=run_id, id=entry_id, superseded=False).first()
+
+
+# --- the dashboard ----------------------------------------------------------------------------
+
+
+@dataclass
+class StepStat:
+    workflow: str
+    name: str
+    count: int
+    p50: str
+    p95: str
+    retried: int
+
+
+@dataclass
+class DashboardStats:
+    counts: dict[str, int]
+    total: int
+    started_last_hour: int
+    finished_last_hour: int
+    completed_last_hour: int
+    failed_last_hour: int
+    cancelled_last_hour: int
+    failure_rate: float | None  # failed / (completed + failed), last hour
+    throughput_per_minute: float
+    buckets: list[dict[str, Any]]  # per 5 minutes of the last hour: completed, failed
+    step_stats: list[StepStat]
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    """Nearest-rank percentile of already sorted values (p in 0..100)."""
+    if not sorted_values:
+        raise ValueError("no values")
+    rank = max(1, min(len(sorted_values), -(-len(sorted_values) * p // 100)))
+    return sorted_values[int(rank) - 1]
+
+
+def dashboard_stats(now: dt.datetime | None = None) -> DashboardStats:
+    now = now or timezone.now()
+    since = now - STATS_WINDOW
+    counts = {status: 0 for status in RunStatus.ALL}
+    for row in Run.objects.order_by().values("status").annotate(n=Count("id")):
+        counts[row["status"]] = row["n"]
+
+    finished = list(
+        Run.objects.filter(finished_at__gte=since, finished_at__lte=now)
+        .order_by()
+        .values_list("status", "finished_at")[:STATS_ROW_CAP]
+    )
+    by_status: dict[str, int] = defaultdict(int)
+    bucket_count = 12
+    buckets = [{"completed": 0, "failed": 0, "cancelled": 0} for _ in range(bucket_count)]
+    for status, finished_at in finished:
+        by_status[status] += 1
+        index = int((finished_at - since).total_seconds() // (STATS_WINDOW.total_seconds() / bucket_count))
+        if 0 <= index < bucket_count and status in buckets[index]:
+            buckets[index][status] += 1
+    peak = max([b["completed"] + b["failed"] + b["cancelled"] for b in buckets] + [1])
+    for i, b in enumerate(buckets):
+        b["height"] = round((b["completed"] + b["failed"] + b["cancelled"]) / peak * 100, 1)
+        b["failed_height"] = round(b["failed"] / peak * 100, 1)
+        b["label"] = (since + i * STATS_WINDOW / bucket_count).strftime("%H:%M")
+    completed, failed = by_status[RunStatus.COMPLETED], by_status[RunStatus.FAILED]
+
+    durations: dict[tuple[str, str], list[float]] = defaultdict(list)
+    retried: dict[tuple[str, str], int] = defaultdict(int)
+    rows = (
+        Entry.objects.filter(
+            kind=Entry.Kind.STEP,
+            status=Entry.Status.COMPLETED,
+            superseded=False,
+            finished_at__gte=since,
+            finished_at__lte=now,
+            started_at__isnull=False,
+        )
+        .order_by()
+        .values_list("run__workflow", "name", "started_at", "finished_at", "attempts")[:STATS_ROW_CAP]
+    )
+    for workflow, name, started, ended, attempts in rows:
+        durations[(workflow, name)].append((ended - started).total_seconds())
+        if attempts > 1:
+            retried[(workflow, name)] += 1
+    step_stats = []
+    for (workflow, name), values in sorted(durations.items()):
+        values.sort()
+        step_stats.append(
+            StepStat(
+                workflow=workflow,
+                name=name,
+                count=len(values),
+                p50=format_duration(percentile(values, 50)),
+                p95=format_duration(percentile(values, 95)),
+                retried=retried[(workflow, name)],
+            )
+        )
+    return DashboardStats(
+        counts=counts,
+        total=sum(counts.values()),
+        started_last_hour=Run.objects.filter(created_at__gte=since).count(),
+        finished_last_hour=len(finished),
+        completed_last_hour=completed,
+        failed_last_hour=failed,
+        cancelled_last_hour=by_status[RunStatus.CANCELLED],
+        failure_rate=(failed / (completed + failed)) if completed + failed else None,
+        throughput_per_minute=len(finished) / (STATS_WINDOW.total_seconds() / 60),
+        buckets=buckets,
+        step_stats=step_stats,
+    )

@@ -1,0 +1,10 @@
+"""The example app's I/O: small clients of the model, the CRM and the CMS.
+
+Each takes an injected `httpx.AsyncClient` (build one with `jobs.services.http.client()`; tests
+swap its transport with `use_transport(httpx.MockTransport(...))`). Failures are sorted once, in
+`http.py`, into what the engine understands:
+
+    429, 5xx, network errors, timeouts  -> retry (RetryAfter when the server says how long)
+    a reply that is not the JSON we need -> retry (InvalidReply)
+    other 4xx (bad key, bad request)     -> CriticalError: no retry, the job fails at once
+"""

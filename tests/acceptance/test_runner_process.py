@@ -1,0 +1,77 @@
+"""The real runner process: killed mid-step, two at once, stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+
+from workflows.conf import default_store
+from workflows.models import Run
+
+from .conftest import wait_for
+from .flows import registry
+
+
+def run_status(run_id):
+    return Run.objects.get(id=run_id).status
+
+
+def test_sigkill_mid_step__restart_finishes_without_rerunning_recorded_steps(runners):
+    handle = registry.client("crash").get_or_create(["job"])
+    first = runners.start()
+    wait_for(lambda: runners.ledger()["job block:start"] == 1, what="the runner to enter the blocking step")
+    first.kill()
+    first.wait(10)
+    assert run_status(handle.run_id) == "running"  # held by a dead runner until its lease lapses
+    (runners.workdir / "release").touch()
+    second = runners.start()
+    wait_for(lambda: run_status(handle.run_id) == "completed", what="the run to complete after restart")
+    ledger = runners.ledger()
+    assert ledger["job one"] == 1 and ledger["job two"] == 1  # recorded before the kill: never again
+    assert ledger["job block:start"] == 2  # at-least-once: the cut step ran again
+    assert ledger["job four"] == 1
+    assert handle.info().result == [1, 2, "released", 4]
+    second.send_signal(signal.SIGTERM)
+    assert second.wait(20) == 0
+
+
+def test_two_runners__every_run_runs_each_step_exactly_once(runners):
+    client = registry.client("many")
+    ids = [client.get_or_create([f"r{i}"]).run_id for i in range(200)]
+    procs = [runners.start("--concurrency", "8"), runners.start("--concurrency", "8")]
+    wait_for(
+        lambda: Run.objects.filter(id__in=ids, status="completed").count() == 200,
+        timeout=120,
+        what="200 runs to complete",
+    )
+    ledger = runners.ledger()
+    for i in range(200):
+        assert [ledger[f"r{i} {s}"] for s in ("s1", "s2", "s3")] == [1, 1, 1], f"run r{i}"
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+
+
+def test_sigterm__lets_the_step_finish_then_hands_the_run_back(runners):
+    handle = registry.client("crash").get_or_create(["drain"])
+    proc = runners.start()
+    wait_for(lambda: runners.ledger()["drain block:start"] == 1, what="the runner to enter the blocking step")
+    proc.send_signal(signal.SIGTERM)
+    (runners.workdir / "release").touch()
+    assert proc.wait(30) == 0
+    ledger = runners.ledger()
+    assert ledger["drain block:end"] == 1  # the step was not cut
+    run = Run.objects.get(id=handle.run_id)
+    assert run.status == "pending" and run.lease_owner == ""  # handed back at once, no lease to wait out
+    assert run.entries.get(name="block").status == "completed"
+    runners.start("--until-idle").wait(60)
+    assert run_status(handle.run_id) == "completed"
+    ledger = runners.ledger()
+    assert ledger["drain block:start"] == 1 and ledger["drain four"] == 1
+
+
+def test_until_idle__exits_when_nothing_is_due(runners):
+    handle = registry.client("many").get_or_create(["idle"])
+    proc = runners.start("--until-idle")
+    assert proc.wait(60) == 0
+    assert handle.info().status == "completed"
+    assert default_store().next_wake_at(owner="", workflows=["many"]) is None

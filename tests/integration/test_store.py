@@ -1,0 +1,226 @@
+"""The Django store's own guarantees: fencing, claims, lease lapse, atomic commits, bad input."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+import pydantic
+import pytest
+from django.db import connection, connections
+
+from workflows import queue, setup, workflow
+from workflows.client import WorkflowClient
+from workflows.clock import FakeClock
+from workflows.django_store import DjangoStore
+from workflows.exceptions import InvalidKey, InvalidMessage, LeaseLost, UnknownQueue, UnknownWorkflow
+from workflows.models import Entry, Event, Message, Run
+from workflows.records import AttemptWrite, Commit, EntryWrite
+from workflows.runner import Runner
+from workflows.testing import run_until_idle
+
+pytestmark = pytest.mark.django_db
+
+
+class Start(pydantic.BaseModel):
+    title: str
+    transcript: str
+
+
+async def _wait_start(ctx):
+    msg = await ctx.queue.next("wait", names=["start"])
+    await ctx.step("use", lambda s: msg.body["title"])
+    return msg.body["title"]
+
+
+registry = setup(use={"wf": workflow(_wait_start, queues={"start": queue(Start)})})
+
+
+def now():
+    return dt.datetime.now(dt.UTC)
+
+
+def make_run(key="k"):
+    return DjangoStore().get_or_create_run(
+        workflow="wf", key=[key], version="v", initial_state={}, now=now()
+    )[0]
+
+
+def test_commit__fenced_by_lease_and_atomic():
+    store = DjangoStore()
+    run = make_run()
+    [claimed] = store.claim(owner="a", workflows=["wf"], limit=5, lease_seconds=30, now=now())
+    assert claimed.id == run.id and claimed.status == "running"
+    entry = EntryWrite(
+        id=None, scope="", position=0, name="s", kind="step", status="completed", output=1, attempts=1
+    )
+    attempt = AttemptWrite(number=1, started_at=now(), finished_at=now(), outcome="ok")
+    with pytest.raises(LeaseLost):
+        store.commit(run_id=run.id, owner="b", commit=Commit(entries=[(entry, attempt)]), now=now())
+    assert Entry.objects.count() == 0
+    result = store.commit(
+        run_id=run.id,
+        owner="a",
+        commit=Commit(entries=[(entry, attempt)], state={"x": 1}, events=[("progress", {"n": 1})]),
+        now=now(),
+    )
+    assert result.entry_ids == [Entry.objects.get().id]
+    assert Run.objects.get(id=run.id).state == {"x": 1}
+    assert Event.objects.get().payload == {"n": 1}
+
+
+def test_commit__a_failure_inside_writes_nothing():
+    store = DjangoStore()
+    run = make_run()
+    store.claim(owner="a", workflows=["wf"], limit=1, lease_seconds=30, now=now())
+    first = EntryWrite(id=None, scope="", position=0, name="s", kind="step", status="completed", attempts=1)
+    clash = EntryWrite(id=None, scope="", position=0, name="t", kind="step", status="completed", attempts=1)
+    with pytest.raises(Exception):  # noqa: B017 - the unique position constraint, whatever the backend calls it
+        store.commit(
+            run_id=run.id,
+            owner="a",
+            commit=Commit(entries=[(first, None), (clash, None)], state={"y": 2}),
+            now=now(),
+        )
+    assert Entry.objects.count() == 0
+    assert Run.objects.get(id=run.id).state == {}
+
+
+def test_claim__only_due_runs_of_known_workflows_and_never_twice():
+    store = DjangoStore()
+    a, b = make_run("a"), make_run("b")
+    Run.objects.filter(id=b.id).update(wake_at=now() + dt.timedelta(hours=1))
+    assert store.claim(owner="x", workflows=["other"], limit=5, lease_seconds=30, now=now()) == []
+    claimed = store.claim(owner="x", workflows=["wf"], limit=5, lease_seconds=30, now=now())
+    assert [r.id for r in claimed] == [a.id]
+    assert store.claim(owner="y", workflows=["wf"], limit=5, lease_seconds=30, now=now()) == []
+
+
+def test_claim__a_lapsed_lease_is_taken_over_and_the_old_owner_is_fenced():
+    store = DjangoStore()
+    run = make_run()
+    store.claim(owner="dead", workflows=["wf"], limit=1, lease_seconds=30, now=now())
+    Run.objects.filter(id=run.id).update(wake_at=now() - dt.timedelta(seconds=1))  # age the lease
+    [taken] = store.claim(owner="alive", workflows=["wf"], limit=1, lease_seconds=30, now=now())
+    assert taken.id == run.id and Run.objects.get(id=run.id).lease_owner == "alive"
+    with pytest.raises(LeaseLost):
+        store.commit(run_id=run.id, owner="dead", commit=Commit(state={"late": True}), now=now())
+
+
+def test_heartbeat__extends_only_held_leases_and_reports_cancel():
+    store = DjangoStore()
+    run = make_run()
+    store.claim(owner="a", workflows=["wf"], limit=1, lease_seconds=1, now=now())
+    store.request_cancel(run.id, now=now())
+    held = store.heartbeat(owner="a", run_ids=[run.id], lease_seconds=60, now=now())
+    assert held == {run.id: True}
+    assert Run.objects.get(id=run.id).wake_at > now() + dt.timedelta(seconds=50)
+    assert store.heartbeat(owner="b", run_ids=[run.id], lease_seconds=60, now=now()) == {}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_claim__concurrent_claimers_never_share_a_run():
+    for i in range(40):
+        make_run(f"r{i}")
+    results: dict[str, list[str]] = {}
+
+    def claim(owner):
+        got = []
+        try:
+            store = DjangoStore()
+            while True:
+                batch = store.claim(owner=owner, workflows=["wf"], limit=3, lease_seconds=30, now=now())
+                if not batch:
+                    break
+                got += [r.id for r in batch]
+        finally:
+            connections.close_all()
+        results[owner] = got
+
+    threads = [threading.Thread(target=claim, args=(f"o{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    every = [rid for got in results.values() for rid in got]
+    assert len(every) == 40 and len(set(every)) == 40
+
+
+def test_bad_input__changes_nothing():
+    client = WorkflowClient(registry, "wf", store=DjangoStore())
+    with pytest.raises(UnknownWorkflow):
+        registry.client("nope")
+    for bad in ("k", [1], [], {"a": 1}):
+        with pytest.raises(InvalidKey):
+            client.get_or_create(bad)
+    assert Run.objects.count() == 0
+    handle = client.get_or_create(["k"])
+    with pytest.raises(UnknownQueue):
+        handle.send("nope", {})
+    with pytest.raises(InvalidMessage) as caught:
+        handle.send("start", {"title": "t"})
+    assert "transcript" in str(caught.value)
+    assert Message.objects.count() == 0
+
+
+def test_run_until_idle__works_inside_a_test_transaction():
+    client = registry.client("wf")
+    client.store = DjangoStore()
+    handle = client.get_or_create(["job-1"])
+    handle.send("start", {"title": "Q3", "transcript": "..."})
+    run_until_idle(registry, clock=FakeClock(now()))
+    run = handle.info()
+    assert (run.status, run.result) == ("completed", "Q3")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_send_wait__returns_the_runs_response():
+    async def approver(ctx):
+        msg = await ctx.queue.next("wait", names=["approve"], completable=True)
+        await msg.complete({"approved": msg.body["ok"]})
+
+    reg = setup(use={"approver": workflow(approver, queues={"approve": queue()})})
+    handle = reg.client("approver").get_or_create(["a1"])
+    stop = threading.Event()
+
+    def serve():
+        import asyncio
+
+        async def main():
+            runner = Runner(registry=reg, store=DjangoStore(), watch=True, heartbeat_seconds=1)
+            task = asyncio.create_task(runner.run())
+            while not stop.is_set():
+                await asyncio.sleep(0.02)
+            runner.request_stop()
+            await task
+
+        try:
+            asyncio.run(main())
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        assert handle.send("approve", {"ok": True}, wait=True, timeout=20) == {"approved": True}
+    finally:
+        stop.set()
+        thread.join(20)
+    assert handle.info().status == "completed"
+
+
+def test_events__cursor_reads_in_order():
+    store = DjangoStore()
+    run = make_run()
+    store.claim(owner="a", workflows=["wf"], limit=1, lease_seconds=30, now=now())
+    store.commit(run_id=run.id, owner="a", commit=Commit(events=[("e", i) for i in range(5)]), now=now())
+    events = store.list_events(run.id)
+    assert [e.payload for e in events] == [0, 1, 2, 3, 4]
+    assert [e.payload for e in store.list_events(run.id, after=events[1].id)] == [2, 3, 4]
+
+
+def test_vendor_is_what_database_url_says():
+    import os
+
+    expected = "postgresql" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "sqlite"
+    assert connection.vendor == expected

@@ -1,0 +1,380 @@
+"""The generic HTTP API for every registered workflow, mounted at /api/ (DESIGN.md §5).
+
+Each operation reads like a line of a table of contents: schema in, one client, selector or
+operation call, schema out. Domain errors become HTTP once, in config/api.py, all in one shape:
+`{"error": {"code", "message", "detail"}}`. Every route needs `Authorization: Bearer <API key>`.
+
+Two kinds of writes: an app's (start, send, action) through the workflow client, and an
+operator's repairs (replay, retry now, cancel, and a send that carries a `reason`) through
+`workflows.operations`, which audits them with the actor `api:<key name>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from typing import Any, Literal
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from ninja import Field, Path, Query, Router, Schema
+from pydantic import ConfigDict
+
+from . import conf, operations, selectors
+from .api_auth import ApiKeyAuth
+from .client import RunHandle
+from .definition import validate_key
+from .exceptions import MessageTimeout, RunFinished
+from .models import Run
+from .records import OutgoingMessage, RunStatus
+
+router = Router(auth=ApiKeyAuth(), tags=["workflows"])
+
+MAX_ID = 2**63 - 1  # entry and event ids are 64-bit integers
+MAX_WAIT = 300.0  # seconds a `wait=true` send may hold its request at most
+WAIT_POLL_START = 0.01  # seconds: first look for the run's answer, doubling ...
+WAIT_POLL_MAX = 0.25  # seconds: ... up to this
+
+
+# --- schemas ----------------------------------------------------------------------------------------
+
+
+class ErrorBody(Schema):
+    code: str = Field(description="Stable, machine-readable: not_found, invalid_request, unauthorized…")
+    message: str
+    detail: Any = Field(None, description="Field errors of an invalid request, when there are any.")
+
+
+class ErrorOut(Schema):
+    """The one error shape of the whole API."""
+
+    error: ErrorBody
+
+
+class _In(Schema):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not silently ignored
+
+
+class StartMessageIn(_In):
+    queue: str = Field(description="One of the workflow's queues.")
+    body: Any = Field(None, description="JSON; validated by the queue's schema when it has one.")
+
+
+class StartIn(_In):
+    key: list[str] = Field(min_length=1, description="The run's key: the same key is the same run.")
+    message: StartMessageIn | None = Field(
+        None, description="A first message, stored with the run when this call creates it."
+    )
+
+
+class RunSummaryOut(Schema):
+    id: uuid.UUID
+    workflow: str
+    key: list[str]
+    version: str
+    status: str
+    error: dict[str, Any] | None
+    cancel_requested: bool
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    wake_at: dt.datetime | None = Field(description="When a runner next looks at the run.")
+
+
+class RunOut(RunSummaryOut):
+    state: dict[str, Any]
+    result: Any
+
+
+class AttemptOut(Schema):
+    number: int
+    started_at: dt.datetime
+    finished_at: dt.datetime
+    outcome: Literal["ok", "error", "timeout", "critical"]
+    error: dict[str, Any] | None = Field(description="name, message and traceback of a failure.")
+    delay: float | None = Field(description="Seconds waited before the next attempt.")
+    retry_at: dt.datetime | None
+
+
+class StepOut(Schema):
+    id: int
+    scope: str
+    position: int
+    name: str
+    kind: Literal["step", "sleep", "queue"]
+    status: Literal["completed", "failed", "retrying", "waiting"]
+    input: Any
+    output: Any
+    error: dict[str, Any] | None
+    meta: dict[str, Any] | None = Field(description="Recorded by the step, e.g. a model call's usage.")
+    attempt_count: int
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    wake_at: dt.datetime | None = Field(description="Retry due, sleep end or wait deadline.")
+    superseded: bool = Field(description="Replaced by an operator's replay; kept as history.")
+    attempts: list[AttemptOut]
+
+    @staticmethod
+    def resolve_attempt_count(entry) -> int:
+        return entry.attempts
+
+    @staticmethod
+    def resolve_attempts(entry) -> list:
+        return list(entry.attempt_set.all())
+
+
+class RunDetailOut(RunOut):
+    steps: list[StepOut] = Field(description="History order; a superseded record precedes its replacement.")
+
+    @staticmethod
+    def resolve_steps(run) -> list:
+        return list(run.entries.all())
+
+
+class RunFilters(Schema):
+    workflow: str | None = None
+    status: Literal[RunStatus.ALL] | None = None
+    key: list[str] | None = Field(None, description="The exact key: repeat the parameter per part.")
+    created_after: dt.datetime | None = Field(None, description="ISO 8601; UTC when no offset is given.")
+    created_before: dt.datetime | None = None
+    cursor: str | None = Field(None, description="A next_cursor from the previous page.")
+    limit: int = Field(50, ge=1, le=selectors.MAX_PAGE)
+
+
+class RunPageOut(Schema):
+    items: list[RunSummaryOut]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last.")
+
+
+class EventOut(Schema):
+    id: int = Field(description="The cursor: read on with `after=<id>`.")
+    event: str
+    data: Any
+    created_at: dt.datetime
+
+    @staticmethod
+    def resolve_event(event) -> str:
+        return event.name
+
+    @staticmethod
+    def resolve_data(event) -> Any:
+        return event.payload
+
+
+class EventPageOut(Schema):
+    items: list[EventOut]
+    next_after: int = Field(description="Pass as `after` to read on (unchanged when nothing is new).")
+
+
+class SendIn(_In):
+    queue: str
+    body: Any = None
+    wait: bool = Field(False, description="Hold the request until the run completes the message.")
+    timeout: float = Field(30.0, gt=0, le=MAX_WAIT, description="Seconds to wait with `wait`; then 504.")
+    reason: str | None = Field(
+        None, min_length=1, description="Makes this an operator's send, written to the audit log."
+    )
+
+
+class SentOut(Schema):
+    messageId: int  # noqa: N815 - the seed's JSON names
+
+
+class AnsweredOut(Schema):
+    messageId: int  # noqa: N815
+    response: Any = Field(description="What the run passed to `message.complete(...)`.")
+
+
+class ActionOut(Schema):
+    result: Any
+
+
+class ReasonIn(_In):
+    reason: str = Field(min_length=1, description="Why: kept in the audit log.")
+
+
+class ReplayIn(ReasonIn):
+    entry_id: int = Field(ge=1, le=MAX_ID, description="A current entry of the run (see its steps).")
+    input: Any = Field(
+        None, description="When given (even null), the step reruns with this input instead of its own."
+    )
+
+
+AUTH = {401: ErrorOut}
+NOT_FOUND = {404: ErrorOut}
+INVALID = {422: ErrorOut}
+
+
+# --- starting and talking to runs ---------------------------------------------------------------------
+
+
+@router.post(
+    "/workflows/{name}/runs",
+    response={200: RunOut, 201: RunOut, **AUTH, **NOT_FOUND, **INVALID},
+    summary="Start a run (idempotent by key)",
+)
+def start_run(request, name: str, payload: StartIn):
+    """Creates the run of this key (201) or returns the existing one (200): a stable key makes
+    starts idempotent. `message` is stored with the run when this call creates it, and not sent
+    again by a repeated call. 404: unknown workflow; 422: a bad key or message."""
+    return _start(name, payload)
+
+
+@router.post(
+    "/runs/{run_id}/messages",
+    response={200: AnsweredOut, 202: SentOut, **AUTH, **NOT_FOUND, 409: ErrorOut, **INVALID, 504: ErrorOut},
+    summary="Send a message to a run",
+)
+async def send_message(request, run_id: str, payload: SendIn):
+    """202 once the message is stored. With `wait`, 200 with the run's response once it completes
+    the message, or 504 after `timeout` seconds (the message stays queued). With `reason` the send
+    is an operator's and is written to the audit log. 409: the run has finished; 422: unknown
+    queue or a body its schema refuses."""
+    handle = await _ahandle(run_id)
+    message_id = await _asend(handle, payload, actor=_actor(request))
+    if not payload.wait:
+        return 202, {"messageId": message_id}
+    response = await _aresponse(handle, message_id, payload.timeout)
+    return 200, {"messageId": message_id, "response": response}
+
+
+@router.post(
+    "/runs/{run_id}/actions/{action}",
+    response={200: ActionOut, **AUTH, **NOT_FOUND, **INVALID},
+    summary="Call one of a run's actions",
+)
+async def call_action(request, run_id: str, action: str):
+    """The action's return value, computed from the run as stored now. 422: unknown action."""
+    handle = await _ahandle(run_id)
+    return {"result": await handle.aaction(action)}
+
+
+# --- reading runs ---------------------------------------------------------------------------------------
+
+
+@router.get("/runs", response={200: RunPageOut, **AUTH, **INVALID}, summary="List runs")
+def list_runs(request, filters: Query[RunFilters]):
+    """Newest first, without state and result. Pages are stable: runs created meanwhile never
+    shift them. 422: an unknown status, a bad time or cursor, a limit over 200."""
+    return selectors.run_list(**filters.dict())
+
+
+@router.get("/runs/{run_id}", response={200: RunDetailOut, **AUTH, **NOT_FOUND}, summary="Read one run")
+def get_run(request, run_id: str):
+    """The run with its steps in history order, each with every attempt (start, end, outcome,
+    error with traceback, the delay that followed); records an operator replayed are kept and
+    flagged `superseded`."""
+    return selectors.run_detail(run_id)
+
+
+@router.get(
+    "/runs/{run_id}/events", response={200: EventPageOut, **AUTH, **NOT_FOUND, **INVALID}, summary="Read events"
+)
+def list_events(
+    request,
+    run_id: str,
+    after: int = Query(0, ge=0, le=MAX_ID, description="Events with a greater id."),
+    limit: int = Query(100, ge=1, le=selectors.MAX_PAGE),
+):
+    """The run's events after a cursor, oldest first."""
+    items = selectors.run_events(run_id, after=after, limit=limit)
+    return {"items": items, "next_after": items[-1].id if items else after}
+
+
+# --- operators' repairs (audited) ---------------------------------------------------------------------
+
+
+@router.post(
+    "/runs/{run_id}/replay", response={200: RunOut, **AUTH, **NOT_FOUND, **INVALID}, summary="Replay from a step"
+)
+def replay(request, run_id: str, payload: ReplayIn):
+    """Runs the run again from `entry_id`: that entry and the later ones of its scope become
+    superseded history; earlier ones, waits included, stay. 422: not a current entry of the run,
+    or the run is running right now."""
+    return operations.replay_from(
+        run_id,
+        payload.entry_id,
+        actor=_actor(request),
+        reason=payload.reason,
+        input=payload.input,
+        edit_input="input" in payload.model_fields_set,
+    )
+
+
+@router.post(
+    "/runs/{run_id}/entries/{entry_id}/retry-now",
+    response={200: RunOut, **AUTH, **NOT_FOUND, **INVALID},
+    summary="Retry a step now",
+)
+def retry_now(request, run_id: str, payload: ReasonIn, entry_id: int = Path(..., ge=1, le=MAX_ID)):
+    """Skips the rest of a step's retry backoff. 422: the entry is not waiting to retry."""
+    return operations.retry_now(run_id, entry_id, actor=_actor(request), reason=payload.reason)
+
+
+@router.post("/runs/{run_id}/cancel", response={200: RunOut, **AUTH, **NOT_FOUND, **INVALID}, summary="Cancel a run")
+def cancel(request, run_id: str, payload: ReasonIn):
+    """A waiting run ends cancelled at once, a running one at its next entry (`cancel_requested`
+    shows the request meanwhile). 422: the run has already finished."""
+    return operations.cancel(run_id, actor=_actor(request), reason=payload.reason)
+
+
+# --- helpers ----------------------------------------------------------------------------------------------
+
+
+def _actor(request) -> str:
+    return f"api:{request.api_key.name}"
+
+
+def _start(name: str, payload: StartIn) -> tuple[int, Run]:
+    """Create-or-get the run and store its first message in one transaction (or write nothing)."""
+    client = conf.registry().client(name)
+    key = validate_key(payload.key)
+    first = None
+    if payload.message is not None:
+        spec = client.definition.queue_spec(payload.message.queue, name)
+        body = spec.validate(f"queue {name}.{payload.message.queue}", payload.message.body)
+        first = (payload.message.queue, body)
+    now = client.clock.now()
+    with transaction.atomic():
+        run, created = client.store.get_or_create_run(
+            workflow=name,
+            key=key,
+            version=client.definition.version,
+            initial_state=client.definition.initial_state(),
+            now=now,
+        )
+        if created and first is not None:
+            client.store.send(OutgoingMessage(queue=first[0], body=first[1], run_id=run.id), now=now)
+    return (201 if created else 200), Run.objects.get(pk=run.id)
+
+
+async def _ahandle(run_id: str) -> RunHandle:
+    run = await conf.default_store().aget_run(run_id)
+    return RunHandle(conf.registry().client(run.workflow), run)
+
+
+async def _asend(handle: RunHandle, payload: SendIn, *, actor: str) -> int:
+    if payload.reason is None:
+        return (await handle.asend(payload.queue, payload.body)).id
+    return await sync_to_async(operations.send)(
+        handle.run_id, payload.queue, payload.body, registry=conf.registry(), actor=actor, reason=payload.reason
+    )
+
+
+async def _aresponse(handle: RunHandle, message_id: int, timeout: float) -> Any:
+    """The run's answer to a sent message; RunFinished when the run ended without taking it."""
+    store = conf.default_store()
+    loop = asyncio.get_running_loop()
+    deadline, pause = loop.time() + timeout, WAIT_POLL_START
+    while True:
+        message = await store.aget_message(message_id)
+        if message.completed_at is not None:
+            return message.response
+        if message.consumed_at is None and (await handle.ainfo()).status in RunStatus.TERMINAL:
+            raise RunFinished(f"run {handle.run_id} has finished; message {message_id} will not be answered")
+        if loop.time() >= deadline:
+            raise MessageTimeout(f"message {message_id} was not completed within {timeout:g}s")
+        await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+        pause = min(pause * 2, WAIT_POLL_MAX)
