@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
-from ninja.errors import AuthenticationError, ValidationError
+from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from workflows.exceptions import (
     BadInput,
@@ -37,6 +37,12 @@ def error_response(request: HttpRequest, status: int, code: str, message: str, d
 @api.exception_handler(ValidationError)
 def _validation(request, exc: ValidationError):
     return error_response(request, 422, "invalid_request", "the request is not valid", exc.errors)
+
+
+@api.exception_handler(HttpError)
+def _http_error(request, exc: HttpError):
+    # Ninja's own refusals (e.g. a body that is not JSON), in the one shape.
+    return error_response(request, exc.status_code, "bad_request", str(exc))
 
 
 @api.exception_handler(AuthenticationError)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
-from ninja import Field, Path, Query, Router, Schema
+from ninja import Field, Path, Query, Router, Schema, Status
 from pydantic import ConfigDict
 
 from . import conf, operations, selectors
@@ -179,11 +179,11 @@ class SendIn(_In):
 
 
 class SentOut(Schema):
-    messageId: int  # noqa: N815 - the seed's JSON names
+    messageId: int  # camelCase: the seed's JSON names
 
 
 class AnsweredOut(Schema):
-    messageId: int  # noqa: N815
+    messageId: int
     response: Any = Field(description="What the run passed to `message.complete(...)`.")
 
 
@@ -235,9 +235,9 @@ async def send_message(request, run_id: str, payload: SendIn):
     handle = await _ahandle(run_id)
     message_id = await _asend(handle, payload, actor=_actor(request))
     if not payload.wait:
-        return 202, {"messageId": message_id}
+        return Status(202, {"messageId": message_id})
     response = await _aresponse(handle, message_id, payload.timeout)
-    return 200, {"messageId": message_id, "response": response}
+    return Status(200, {"messageId": message_id, "response": response})
 
 
 @router.post(
@@ -270,7 +270,9 @@ def get_run(request, run_id: str):
 
 
 @router.get(
-    "/runs/{run_id}/events", response={200: EventPageOut, **AUTH, **NOT_FOUND, **INVALID}, summary="Read events"
+    "/runs/{run_id}/events",
+    response={200: EventPageOut, **AUTH, **NOT_FOUND, **INVALID},
+    summary="Read events",
 )
 def list_events(
     request,
@@ -287,7 +289,9 @@ def list_events(
 
 
 @router.post(
-    "/runs/{run_id}/replay", response={200: RunOut, **AUTH, **NOT_FOUND, **INVALID}, summary="Replay from a step"
+    "/runs/{run_id}/replay",
+    response={200: RunOut, **AUTH, **NOT_FOUND, **INVALID},
+    summary="Replay from a step",
 )
 def replay(request, run_id: str, payload: ReplayIn):
     """Runs the run again from `entry_id`: that entry and the later ones of its scope become
@@ -313,7 +317,9 @@ def retry_now(request, run_id: str, payload: ReasonIn, entry_id: int = Path(...,
     return operations.retry_now(run_id, entry_id, actor=_actor(request), reason=payload.reason)
 
 
-@router.post("/runs/{run_id}/cancel", response={200: RunOut, **AUTH, **NOT_FOUND, **INVALID}, summary="Cancel a run")
+@router.post(
+    "/runs/{run_id}/cancel", response={200: RunOut, **AUTH, **NOT_FOUND, **INVALID}, summary="Cancel a run"
+)
 def cancel(request, run_id: str, payload: ReasonIn):
     """A waiting run ends cancelled at once, a running one at its next entry (`cancel_requested`
     shows the request meanwhile). 422: the run has already finished."""
@@ -327,7 +333,7 @@ def _actor(request) -> str:
     return f"api:{request.api_key.name}"
 
 
-def _start(name: str, payload: StartIn) -> tuple[int, Run]:
+def _start(name: str, payload: StartIn) -> Status:
     """Create-or-get the run and store its first message in one transaction (or write nothing)."""
     client = conf.registry().client(name)
     key = validate_key(payload.key)
@@ -347,7 +353,7 @@ def _start(name: str, payload: StartIn) -> tuple[int, Run]:
         )
         if created and first is not None:
             client.store.send(OutgoingMessage(queue=first[0], body=first[1], run_id=run.id), now=now)
-    return (201 if created else 200), Run.objects.get(pk=run.id)
+    return Status(201 if created else 200, Run.objects.get(pk=run.id))
 
 
 async def _ahandle(run_id: str) -> RunHandle:
@@ -359,7 +365,12 @@ async def _asend(handle: RunHandle, payload: SendIn, *, actor: str) -> int:
     if payload.reason is None:
         return (await handle.asend(payload.queue, payload.body)).id
     return await sync_to_async(operations.send)(
-        handle.run_id, payload.queue, payload.body, registry=conf.registry(), actor=actor, reason=payload.reason
+        handle.run_id,
+        payload.queue,
+        payload.body,
+        registry=conf.registry(),
+        actor=actor,
+        reason=payload.reason,
     )
 
 

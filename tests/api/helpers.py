@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workflows.models import ApiKey, AuditEntry, Attempt, Entry, Event, Message, Run
+from workflows.models import ApiKey, Attempt, AuditEntry, Entry, Event, Message, Run
 
 
 def counts() -> dict[str, int]:

@@ -82,7 +82,9 @@ def test_start__bad_input_is_422_and_writes_nothing(api, body):
     assert counts() == before
 
 
-@pytest.mark.parametrize("raw", ["{not json", "[1, 2]", '"key"', "null"], ids=["malformed", "array", "string", "null"])
+@pytest.mark.parametrize(
+    "raw", ["{not json", "[1, 2]", '"key"', "null"], ids=["malformed", "array", "string", "null"]
+)
 def test_start__a_body_that_is_not_an_object_is_4xx(api, raw):
     before = counts()
 
