@@ -139,6 +139,8 @@ CRM_API_URL = os.environ.get("CRM_API_URL", "http://127.0.0.1:8001/crm")
 CMS_API_URL = os.environ.get("CMS_API_URL", "http://127.0.0.1:8001/cms")
 PORT = int(os.environ.get("PORT", "8000"))
 JOBS_REQUIRE_API_KEY = env_bool("JOBS_REQUIRE_API_KEY", False)
+# Largest body POST /jobs accepts; a bigger one is refused with 413 before it is parsed.
+JOBS_MAX_BODY_BYTES = int(os.environ.get("JOBS_MAX_BODY_BYTES", str(1024 * 1024)))
 
 LOGGING = {
     "version": 1,

@@ -107,7 +107,9 @@ async def enrich(step, *, index: int, total: int) -> dict[str, Any]:
 async def summarize(step, *, transcript: str) -> str:
     _stage(step, "summarizing")
     facts = step.input
-    messages = prompts.summarize_messages(facts["title"], transcript, facts["actionItems"], facts["companies"])
+    messages = prompts.summarize_messages(
+        facts["title"], transcript, facts["actionItems"], facts["companies"]
+    )
     async with http.client() as client:
         completion = await model.complete(client, messages)
     step.meta["usage"] = completion.usage

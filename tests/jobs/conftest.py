@@ -1,0 +1,28 @@
+"""Fixtures of the AI job's tests: the demo services in-process (an httpx MockTransport over
+the same code `manage.py demoservices` serves), and a way to submit and run jobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs.demo.services import DemoServices
+from jobs.demo.transport import mock_transport
+from jobs.services.http import use_transport
+
+SAMPLE = (Path(__file__).resolve().parents[2] / "jobs" / "samples" / "discovery-call.txt").read_text()
+SAMPLE_COMPANIES = ["Northwind Logistics Group", "Initech Systems", "Acme Corp"]
+
+
+@pytest.fixture
+def demo(settings):
+    """The demo model, CRM and CMS, answering every HTTP call the job's steps make."""
+    settings.OPENAI_BASE_URL = "http://demo.test/v1"
+    settings.OPENAI_API_KEY = "demo-key"
+    settings.OPENAI_MODEL = "demo"
+    settings.CRM_API_URL = "http://demo.test/crm"
+    settings.CMS_API_URL = "http://demo.test/cms"
+    services = DemoServices()
+    with use_transport(mock_transport(services)):
+        yield services
