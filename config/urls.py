@@ -1,7 +1,7 @@
 """URL configuration: admin, the JSON API (jobs and the generic /api/), and app pages."""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from config.api import api
 from jobs.api import router as jobs_router
@@ -12,5 +12,6 @@ api.add_router("/jobs", jobs_router)
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("dashboard/", include("inspector.urls")),
     path("", api.urls),
 ]

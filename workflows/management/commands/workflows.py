@@ -1,0 +1,157 @@
+"""`python manage.py workflows <sub>`: operators' commands. Thin: parse, call the operations and
+selectors the admin and the API use, print. Repairs are audited with the actor `cli:<os user>`.
+
+    workflows apikey create NAME | apikey revoke NAME
+    workflows list [--status S] [--workflow W] [--limit N] [--cursor C]
+    workflows show RUN_ID
+    workflows replay RUN_ID --entry ID --reason WHY [--input JSON]
+    workflows retry-now RUN_ID --entry ID --reason WHY
+    workflows cancel RUN_ID --reason WHY
+    workflows send RUN_ID QUEUE --body JSON --reason WHY
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from workflows import conf, operations, selectors
+from workflows.api_auth import create_api_key, revoke_api_key
+from workflows.exceptions import WorkflowError
+from workflows.records import RunStatus
+
+
+def _json(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CommandError(f"{what} is not JSON: {exc}") from None
+
+
+def _actor() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (some containers)
+        user = f"uid{os.getuid()}"
+    return f"cli:{user}"
+
+
+def _when(value) -> str:
+    return value.isoformat(timespec="seconds") if value else "-"
+
+
+class Command(BaseCommand):
+    help = "Operate workflow runs: API keys, list, show, replay, retry-now, cancel, send."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="sub", required=True, metavar="SUBCOMMAND")
+
+        apikey = sub.add_parser("apikey", help="Create or revoke an API key for /api/.")
+        apikey_sub = apikey.add_subparsers(dest="apikey_action", required=True)
+        apikey_sub.add_parser("create", help="Create a key; it is printed once.").add_argument("name")
+        apikey_sub.add_parser("revoke", help="Refuse the key from now on.").add_argument("name")
+
+        ls = sub.add_parser("list", help="Runs, newest first.")
+        ls.add_argument("--status", choices=RunStatus.ALL)
+        ls.add_argument("--workflow")
+        ls.add_argument("--limit", type=int, default=50, help=f"At most {selectors.MAX_PAGE}.")
+        ls.add_argument("--cursor", help="The next-page cursor printed by a previous list.")
+
+        sub.add_parser("show", help="One run with its steps and attempts.").add_argument("run_id")
+
+        replay = sub.add_parser("replay", help="Run a run again from a step.")
+        replay.add_argument("run_id")
+        replay.add_argument("--entry", type=int, required=True, help="The entry id (see `show`).")
+        replay.add_argument("--reason", required=True)
+        replay.add_argument("--input", help="JSON: rerun the step with this input instead of its own.")
+
+        retry = sub.add_parser("retry-now", help="Retry a step now instead of waiting out its backoff.")
+        retry.add_argument("run_id")
+        retry.add_argument("--entry", type=int, required=True)
+        retry.add_argument("--reason", required=True)
+
+        cancel = sub.add_parser("cancel", help="Cancel a run.")
+        cancel.add_argument("run_id")
+        cancel.add_argument("--reason", required=True)
+
+        send = sub.add_parser("send", help="Send a message (e.g. an approval) to a run's queue.")
+        send.add_argument("run_id")
+        send.add_argument("queue")
+        send.add_argument("--body", required=True, help="JSON.")
+        send.add_argument("--reason", required=True)
+
+    def handle(self, *args, sub: str, **options):
+        handler = getattr(self, f"do_{sub.replace('-', '_')}")
+        try:
+            handler(**options)
+        except WorkflowError as exc:
+            raise CommandError(str(exc)) from None
+
+    # --- subcommands -------------------------------------------------------------------------------
+
+    def do_apikey(self, *, apikey_action: str, name: str, **_):
+        if apikey_action == "create":
+            row, key = create_api_key(name)
+            self.stdout.write(f"API key {row.name!r} created. It is shown only this once:\n{key}")
+        else:
+            row = revoke_api_key(name)
+            self.stdout.write(f"API key {row.name!r} ({row.prefix}…) revoked.")
+
+    def do_list(self, *, status, workflow, limit, cursor, **_):
+        if not 1 <= limit <= selectors.MAX_PAGE:
+            raise CommandError(f"--limit must be between 1 and {selectors.MAX_PAGE}")
+        page = selectors.run_list(status=status, workflow=workflow, cursor=cursor, limit=limit)
+        for run in page.items:
+            self.stdout.write(
+                f"{run.id}  {run.status:<9}  {run.workflow}  {json.dumps(run.key)}  {_when(run.created_at)}"
+            )
+        if page.next_cursor:
+            self.stdout.write(f"more: --cursor {page.next_cursor}")
+
+    def do_show(self, *, run_id, **_):
+        run = selectors.run_detail(run_id)
+        w = self.stdout.write
+        w(f"run {run.id}: {run.workflow} {json.dumps(run.key)} version {run.version or '-'}")
+        w(f"status {run.status}; created {_when(run.created_at)}; finished {_when(run.finished_at)}")
+        w(f"state {json.dumps(run.state)}")
+        if run.result is not None:
+            w(f"result {json.dumps(run.result)}")
+        if run.error:
+            w(f"error {run.error.get('name')}: {run.error.get('message')}")
+        for entry in run.entries.all():
+            flag = " (superseded)" if entry.superseded else ""
+            where = f"{entry.scope}/" if entry.scope else ""
+            w(f"  #{entry.id} {where}{entry.position} {entry.kind} {entry.name}: {entry.status}{flag}")
+            for attempt in entry.attempt_set.all():
+                line = f"      attempt {attempt.number}: {attempt.outcome} at {_when(attempt.started_at)}"
+                if attempt.error:
+                    line += f" - {attempt.error.get('name')}: {attempt.error.get('message')}"
+                if attempt.delay is not None:
+                    line += f" (next in {attempt.delay:g}s)"
+                w(line)
+
+    def do_replay(self, *, run_id, entry, reason, input, **_):
+        edit = input is not None
+        value = _json(input, "--input") if edit else None
+        run = operations.replay_from(
+            run_id, entry, actor=_actor(), reason=reason, input=value, edit_input=edit
+        )
+        self.stdout.write(f"run {run.id} replays from entry {entry}; it is {run.status}.")
+
+    def do_retry_now(self, *, run_id, entry, reason, **_):
+        operations.retry_now(run_id, entry, actor=_actor(), reason=reason)
+        self.stdout.write(f"entry {entry} of run {run_id} is due now.")
+
+    def do_cancel(self, *, run_id, reason, **_):
+        run = operations.cancel(run_id, actor=_actor(), reason=reason)
+        self.stdout.write(f"run {run.id} is {run.status} (cancel requested).")
+
+    def do_send(self, *, run_id, queue, body, reason, **_):
+        message_id = operations.send(
+            run_id, queue, _json(body, "--body"), registry=conf.registry(), actor=_actor(), reason=reason
+        )
+        self.stdout.write(f"message {message_id} sent to {queue!r} of run {run_id}.")
