@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .exceptions import StepFailed
 from .records import OutgoingMessage
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ class RunContext:
 
     def broadcast(self, event: str, payload: Any = None) -> None:
         """Push an event; not repeated while the body replays recorded entries."""
-        self._ex.broadcast_from_body(event, payload)
+        self._ex.broadcast_from_body(self._scope, event, payload)
 
     async def step(
         self,
@@ -72,7 +73,85 @@ class RunContext:
             max_retries=max_retries,
             retry_backoff_base=retry_backoff_base,
             retry_backoff_max=retry_backoff_max,
+            rollback=rollback,
         )
+
+    async def try_step(
+        self,
+        name: str,
+        fn: Callable[[StepContext], Any],
+        input: Any = None,
+        *,
+        timeout: float = 30,
+        retry_on_timeout: bool = False,
+        max_retries: int = 3,
+        retry_backoff_base: float = 0.1,
+        retry_backoff_max: float = 30.0,
+        rollback: Callable[..., Any] | None = None,
+    ) -> TryResult:
+        """As `step`, but a terminal failure (after its retries) comes back as data."""
+        try:
+            value = await self.step(
+                name,
+                fn,
+                input,
+                timeout=timeout,
+                retry_on_timeout=retry_on_timeout,
+                max_retries=max_retries,
+                retry_backoff_base=retry_backoff_base,
+                retry_backoff_max=retry_backoff_max,
+                rollback=rollback,
+            )
+        except StepFailed as exc:
+            return TryResult(ok=False, failure=Failure(kind=exc.kind, error=exc.error))
+        return TryResult(ok=True, value=value)
+
+    async def try_block(self, name: str, fn: Callable[[RunContext], Awaitable[Any]]) -> TryResult:
+        """Run `fn(ctx)` in a scope of its own; a terminal failure inside comes back as data."""
+        from .flow import try_block
+
+        return await try_block(self._ex, self._scope, name, fn)
+
+    async def join(
+        self, name: str, branches: dict[str, Callable[[RunContext], Awaitable[Any]]]
+    ) -> dict[str, Any]:
+        """Run branches concurrently, each in its own scope; wait for all. Raises JoinError."""
+        from .flow import join
+
+        return await join(self._ex, self._scope, name, branches)
+
+    async def race(
+        self, name: str, branches: dict[str, Callable[[RunContext], Awaitable[Any]]]
+    ) -> RaceResult:
+        """The first branch to succeed wins; the others are cancelled. Raises RaceError."""
+        from .flow import race
+
+        return await race(self._ex, self._scope, name, branches)
+
+    async def loop(
+        self,
+        name: str,
+        fn: Callable[[RunContext, Any], Awaitable[Any]],
+        state: Any = None,
+        history_size: int | None = 20,
+    ) -> Any:
+        """A durable loop: `fn(ctx, state)` returns `Loop.next(state)` or `Loop.done(value)`.
+        Only the last `history_size` iterations stay in the history (None keeps all)."""
+        from .flow import loop
+
+        return await loop(self._ex, self._scope, name, fn, state, history_size)
+
+    async def rollback_checkpoint(self, name: str) -> None:
+        """Steps after this point may declare `rollback=`: run in reverse when the run fails for good."""
+        await self._ex.rollback_checkpoint(self._scope, name)
+
+    async def get_version(self, name: str, latest: int) -> int:
+        """A versioning gate: the version this run took here (0 for runs that predate the gate)."""
+        return await self._ex.get_version(self._scope, name, latest)
+
+    async def removed(self, name: str, kind: str = "step") -> None:
+        """Retire an entry of old code: runs that recorded it skip it."""
+        await self._ex.removed(self._scope, name, kind)
 
     async def sleep(self, name: str, seconds: float) -> None:
         await self._ex.sleep(self._scope, name, seconds=seconds)
@@ -142,7 +221,8 @@ class StepContext:
         self.name = name
         self.input = input
         self.attempt = attempt
-        self.state: dict[str, Any] = copy.deepcopy(execution.state)
+        self.initial_state: dict[str, Any] = copy.deepcopy(execution.state)
+        self.state: dict[str, Any] = copy.deepcopy(self.initial_state)
         self.meta: dict[str, Any] = {}  # recorded with the step (e.g. {"usage": {...}} of a model call)
         self.events: list[tuple[str, Any]] = []
         self.messages: list[OutgoingMessage] = []
@@ -217,6 +297,47 @@ class ErrorEvent:
     step: StepErrorInfo | None = None
     workflow: WorkflowErrorInfo | None = None
     rollback: Any = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: str  # critical | timeout | exhausted | error
+    error: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TryResult:
+    """What try_step / try_block return: `ok` with `value`, or not ok with `failure`."""
+
+    ok: bool
+    value: Any = None
+    failure: Failure | None = None
+
+
+@dataclass(frozen=True)
+class RaceResult:
+    winner: str
+    value: Any
+
+
+class Loop:
+    """What a loop body returns: `Loop.next(state)` for another iteration, `Loop.done(value)`."""
+
+    @dataclass(frozen=True)
+    class Next:
+        state: Any
+
+    @dataclass(frozen=True)
+    class Done:
+        value: Any
+
+    @staticmethod
+    def next(state: Any = None) -> Loop.Next:
+        return Loop.Next(state)
+
+    @staticmethod
+    def done(value: Any = None) -> Loop.Done:
+        return Loop.Done(value)
 
 
 @dataclass(frozen=True)

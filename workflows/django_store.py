@@ -256,6 +256,8 @@ class DjangoStore(Store):
                 self._write_entry(cursor, rid, write, attempt, now) for write, attempt in commit.entries
             ]
 
+            for scope in commit.prune:
+                self._prune(cursor, rid, scope)
             if commit.events:
                 values = ", ".join(["(%s, %s, %s, %s)"] * len(commit.events))
                 flat: list[Any] = []
@@ -317,6 +319,18 @@ class DjangoStore(Store):
             if cursor.rowcount != len(write.consumes):
                 raise LeaseLost("a message was consumed by someone else")
         return entry_id
+
+    def _prune(self, cursor: Any, rid: Any, scope: str) -> None:
+        """Delete a scope and the scopes under it (an old loop iteration), attempts first."""
+        prefix = scope + "/"
+        where = "run_id = %s AND (scope = %s OR substr(scope, 1, %s) = %s)"
+        params = [rid, scope, len(prefix), prefix]
+        entries = f"SELECT id FROM workflows_entry WHERE {where}"
+        cursor.execute(f"DELETE FROM workflows_attempt WHERE entry_id IN ({entries})", params)
+        cursor.execute(
+            f"UPDATE workflows_message SET consumed_by_id = NULL WHERE consumed_by_id IN ({entries})", params
+        )
+        cursor.execute(f"DELETE FROM workflows_entry WHERE {where}", params)
 
     def _wake_if_message_waiting(
         self, cursor: Any, rid: Any, queues: tuple[str, ...] | None, now: dt.datetime

@@ -4,6 +4,8 @@
     ├── CriticalError              a step failed for good: no retry (raise it from a step)
     ├── RetryAfter                 retry this step after `seconds` (e.g. a 429's Retry-After)
     ├── StepFailed                 a step failed terminally (kind: critical | timeout | exhausted)
+    ├── JoinError                  one or more join branches failed (errors by branch)
+    ├── RaceError                  every race branch failed (errors by branch)
     ├── HistoryDiverged            the code asked for another entry than the history recorded
     ├── DuplicateEntryName         two entries with one name in one scope
     ├── NotRecordable              a value that cannot be stored as JSON
@@ -47,11 +49,32 @@ class RetryAfter(WorkflowError):
 class StepFailed(WorkflowError):
     """A step failed terminally; raised into the workflow body (and on every replay of it)."""
 
-    def __init__(self, step_name: str, kind: str, error: dict[str, Any]) -> None:
+    def __init__(self, step_name: str, kind: str, error: dict[str, Any], replayed: bool = False) -> None:
         self.step_name = step_name
         self.kind = kind  # "critical" | "timeout" | "exhausted"
         self.error = error
+        self.replayed = replayed  # raised again from the record, not by a live attempt
         super().__init__(f"step {step_name!r} failed ({kind}): {error.get('name')}: {error.get('message')}")
+
+
+class JoinError(WorkflowError):
+    """Raised by `ctx.join` after all branches settled, when any failed."""
+
+    def __init__(self, name: str, errors: dict[str, dict[str, Any]]) -> None:
+        self.name = name
+        self.errors = errors
+        summary = "; ".join(f"{b}: {e.get('name')}: {e.get('message')}" for b, e in errors.items())
+        super().__init__(f"join {name!r}: {len(errors)} branch(es) failed ({summary})")
+
+
+class RaceError(WorkflowError):
+    """Raised by `ctx.race` when every branch failed."""
+
+    def __init__(self, name: str, errors: dict[str, dict[str, Any]]) -> None:
+        self.name = name
+        self.errors = errors
+        summary = "; ".join(f"{b}: {e.get('name')}: {e.get('message')}" for b, e in errors.items())
+        super().__init__(f"race {name!r}: every branch failed ({summary})")
 
 
 class HistoryDiverged(WorkflowError):

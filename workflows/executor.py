@@ -53,11 +53,21 @@ from .records import (
     RunStatus,
     Transition,
 )
-from .replay import History
+from .replay import History, Slot
 from .retry import RetryPolicy
 from .store import Store
 
 logger = logging.getLogger("workflows.executor")
+
+ROLLBACK_SCOPE = "~rollback"  # compensations are recorded steps in a scope of their own
+ROLLBACK_OPTIONS = {
+    "timeout": 30,
+    "retry_on_timeout": True,
+    "max_retries": 3,
+    "retry_backoff_base": 0.5,
+    "retry_backoff_max": 30.0,
+}
+SETTLED = (EntryStatus.COMPLETED, EntryStatus.FAILED)
 
 
 class _Unwind(BaseException):
@@ -123,31 +133,61 @@ class Execution:
         self.cancel_requested = run.cancel_requested
         self.interrupt_requested = False
         self.fatal: BaseException | None = None
+        self._rollbacks: list[tuple[str, Callable[..., Any], Any]] = []  # (step, rollback fn, output)
+        self._checkpoint = False
+        self._compensating = False
+        self._rollback_failures: list[dict[str, Any]] = []
 
     # --- the whole execution ---------------------------------------------------------------------
 
     async def execute(self) -> Outcome:
-        if self.cancel_requested:
-            return await self._end(Transition(status=RunStatus.CANCELLED), "cancelled")
         ctx = RunContext(self)
         try:
-            result = await self.definition.run(ctx)
-            if self.fatal is not None:
-                raise self.fatal
-            self.history.check_finished("")
-            result = normalize(result, "the workflow's result")
+            try:
+                result = await self.definition.run(ctx)
+                if self.fatal is not None:
+                    raise self.fatal
+                self.history.check_finished("")
+                result = normalize(result, "the workflow's result")
+            except Cancelled:
+                await self._compensate()
+                return await self._end(Transition(status=RunStatus.CANCELLED), "cancelled")
+            except _Unwind:
+                raise
+            except Exception as exc:
+                failure = self.fatal or exc
+                if self.fatal is None:  # a diverged history must not run code's compensations
+                    await self._compensate()
+                return await self._fail(failure)
         except Suspend as s:
             transition = Transition(status=RunStatus.WAITING, wake_at=s.wake_at, wait_queues=s.wait_queues)
             return await self._end(transition, "waiting", s.wake_at)
-        except Cancelled:
-            return await self._end(Transition(status=RunStatus.CANCELLED), "cancelled")
         except Interrupted:
             return await self._end(Transition(status=RunStatus.PENDING, wake_at=self.clock.now()), "released")
         except Aborted:
             return Outcome("lost")
-        except Exception as exc:
-            return await self._fail(self.fatal or exc)
+        except Cancelled:  # raised again while compensating: already compensating, just end
+            return await self._end(Transition(status=RunStatus.CANCELLED), "cancelled")
         return await self._end(Transition(status=RunStatus.COMPLETED, result=result), "completed")
+
+    async def _compensate(self) -> None:
+        """Run the rollbacks of completed steps in reverse order, each a recorded step in the
+        `~rollback` scope: a crash mid-way resumes without running a finished rollback twice."""
+        if not self._rollbacks:
+            return
+        self._compensating = True
+        failures = []
+        for name, fn, output in reversed(self._rollbacks):
+
+            async def undo(step: StepContext, fn=fn, output=output) -> Any:
+                result = fn(step, output)
+                return await result if inspect.isawaitable(result) else result
+
+            try:
+                await self.step(ROLLBACK_SCOPE, name, undo, None, **ROLLBACK_OPTIONS)
+            except StepFailed as exc:
+                failures.append({"step": name, "kind": exc.kind, "message": exc.error.get("message")})
+        self._rollback_failures = failures
 
     async def _end(self, transition: Transition, status: str, wake_at: dt.datetime | None = None) -> Outcome:
         try:
@@ -160,15 +200,19 @@ class Execution:
         error = error_info(exc)
         if isinstance(exc, StepFailed):
             error["step"], error["kind"] = exc.step_name, exc.kind
+        if self._rollbacks:
+            error["rollback"] = {"ran": len(self._rollbacks), "failed": self._rollback_failures}
         commit = Commit(transition=Transition(status=RunStatus.FAILED, error=error))
         c = self._call_on_error(ErrorEvent(workflow=WorkflowErrorInfo(error=error)))
         if c is not None:
             commit.events.extend(c.events)
-            self.state = c.state
+            self.state.clear()
+            self.state.update(c.state)
         try:
             self._state_change()
         except NotRecordable:  # the body left a state that cannot be stored: keep the last good one
-            self.state = json.loads(self._committed_state)
+            self.state.clear()
+            self.state.update(json.loads(self._committed_state))
         try:
             await self._commit(commit)
         except Aborted:
@@ -201,6 +245,8 @@ class Execution:
             self._committed_state = dumps(commit.state, "the run's state")
         for (write, _attempt), entry_id in zip(commit.entries, result.entry_ids, strict=True):
             self.history.record(_record_of(write, entry_id))
+        for scope in commit.prune:
+            self.history.forget(scope)
         if result.cancel_requested:
             self.cancel_requested = True
         if self._on_commit is not None:
@@ -209,18 +255,24 @@ class Execution:
 
     # --- entries ---------------------------------------------------------------------------------
 
-    def _enter(self, scope: str, name: str, kind: str):
+    def _enter(self, scope: str, name: str, kind: str) -> Slot:
+        """Check the entry against the history. A cancel or stop takes effect here, at the first
+        entry not already settled: replaying recorded entries costs nothing and lets
+        compensation know every completed step."""
         if self.fatal is not None:
             raise self.fatal
-        if self.cancel_requested:
-            raise Cancelled()
-        if self.interrupt_requested:
-            raise Interrupted()
         try:
-            return self.history.enter(scope, name, kind)
+            slot = self.history.enter(scope, name, kind)
         except (HistoryDiverged, DuplicateEntryName) as exc:
             self.fatal = exc
             raise
+        settled = slot.recorded is not None and slot.recorded.status in SETTLED
+        if not settled and not self._compensating:
+            if self.cancel_requested:
+                raise Cancelled()
+            if self.interrupt_requested:
+                raise Interrupted()
+        return slot
 
     async def step(
         self,
@@ -234,7 +286,12 @@ class Execution:
         max_retries: int,
         retry_backoff_base: float,
         retry_backoff_max: float,
+        rollback: Callable[..., Any] | None = None,
     ) -> Any:
+        if rollback is not None and not self._checkpoint:
+            raise BadInput(
+                f"step {name!r} has a rollback: call `await ctx.rollback_checkpoint(...)` before it"
+            )
         policy = RetryPolicy(
             max_retries=max_retries,
             backoff_base=retry_backoff_base,
@@ -247,10 +304,12 @@ class Execution:
         attempt, entry_id, first_started = 1, None, None
         if recorded is not None:
             if recorded.status == EntryStatus.COMPLETED:
+                if rollback is not None:
+                    self._rollbacks.append((name, rollback, recorded.output))
                 return recorded.output
             if recorded.status == EntryStatus.FAILED:
                 error = recorded.error or {}
-                raise StepFailed(name, error.get("kind", "exhausted"), error)
+                raise StepFailed(name, error.get("kind", "exhausted"), error, replayed=True)
             if recorded.wake_at is not None and recorded.wake_at > self.clock.now():
                 raise Suspend(recorded.wake_at)  # backoff not over (an early wake)
             attempt, entry_id, first_started = recorded.attempts + 1, recorded.id, recorded.started_at
@@ -299,13 +358,16 @@ class Execution:
                 events=step_ctx.events,
                 messages=step_ctx.messages,
             )
-            previous = self.state
-            self.state = step_ctx.state
+            previous = copy.deepcopy(self.state)
+            _apply_changes(self.state, step_ctx.initial_state, step_ctx.state)
             try:
                 await self._commit(commit)
             except BaseException:
-                self.state = previous
+                self.state.clear()
+                self.state.update(previous)
                 raise
+            if rollback is not None:
+                self._rollbacks.append((name, rollback, output))
             return output
 
         decision = policy.decide(attempt, outcome, retry_after)
@@ -324,7 +386,7 @@ class Execution:
             retry_at=retry_at,
             error=error,
         )
-        c = self._call_on_error(ErrorEvent(step=info))
+        c = self._call_on_error(ErrorEvent(rollback=info) if self._compensating else ErrorEvent(step=info))
         if decision.will_retry:
             entry.status, entry.wake_at, entry.error = EntryStatus.RETRYING, retry_at, error
         else:
@@ -341,7 +403,8 @@ class Execution:
         commit = Commit(entries=[(entry, attempt_write)], events=list(step_ctx.events))
         if c is not None:
             commit.events.extend(c.events)
-            self.state = c.state
+            self.state.clear()
+            self.state.update(c.state)
         await self._commit(commit)
         if decision.will_retry:
             raise Suspend(retry_at)
@@ -449,11 +512,57 @@ class Execution:
         response = normalize(response, f"the response to message {message_id}")
         await self._commit(Commit(complete=[(message_id, response)]))
 
+    # --- markers: checkpoints and versions ----------------------------------------------------------
+
+    async def rollback_checkpoint(self, scope: str, name: str) -> None:
+        slot = self._enter(scope, name, EntryKind.CHECKPOINT)
+        if slot.recorded is None:
+            now = self.clock.now()
+            self._pending.entries.append((self._marker(slot, name, EntryKind.CHECKPOINT, None, now), None))
+        self._checkpoint = True
+
+    async def get_version(self, scope: str, name: str, latest: int) -> int:
+        """The version this run took at this gate. A run whose history passed this point before
+        the gate existed gets 0 (the original code); a new run records `latest`."""
+        if not isinstance(latest, int) or latest < 1:
+            raise BadInput(f"get_version {name!r}: latest must be an int >= 1")
+        ahead = self.history.peek(scope)
+        if ahead is not None and not (ahead.kind == EntryKind.VERSION and ahead.name == name):
+            return 0
+        slot = self._enter(scope, name, EntryKind.VERSION)
+        if slot.recorded is not None:
+            return int(slot.recorded.output)
+        self._pending.entries.append(
+            (self._marker(slot, name, EntryKind.VERSION, latest, self.clock.now()), None)
+        )
+        return latest
+
+    async def removed(self, scope: str, name: str, kind: str) -> None:
+        """Retire an entry: runs that recorded it skip over it; new runs record nothing."""
+        if kind not in EntryKind.ALL:
+            raise BadInput(f"removed {name!r}: unknown kind {kind!r}")
+        ahead = self.history.peek(scope)
+        if ahead is not None and ahead.name == name and ahead.kind == kind:
+            self.history.skip(scope)
+
+    def _marker(self, slot: Slot, name: str, kind: str, output: Any, now: dt.datetime) -> EntryWrite:
+        return EntryWrite(
+            id=None,
+            scope=slot.scope,
+            position=slot.position,
+            name=name,
+            kind=kind,
+            status=EntryStatus.COMPLETED,
+            output=output,
+            started_at=now,
+            finished_at=now,
+        )
+
     # --- effects from the body -------------------------------------------------------------------
 
-    def broadcast_from_body(self, event: str, payload: Any) -> None:
+    def broadcast_from_body(self, scope: str, event: str, payload: Any) -> None:
         payload = self.validate_event(event, payload)
-        if not self.history.replaying:
+        if not self.history.replaying(scope):
             self._pending.events.append((event, payload))
 
     def validate_event(self, event: str, payload: Any) -> Any:
@@ -522,6 +631,16 @@ async def _call_with_timeout(fn: Callable[[StepContext], Any], step: StepContext
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+def _apply_changes(state: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Apply what a step changed (top-level keys) to the live state: concurrent branches that
+    write different keys do not overwrite each other."""
+    for key in before.keys() - after.keys():
+        state.pop(key, None)
+    for key, value in after.items():
+        if key not in before or before[key] != value:
+            state[key] = value
 
 
 def _record_of(write: EntryWrite, entry_id: int) -> EntryRecord:

@@ -193,6 +193,13 @@ class MemoryStore(Store):
                 self.messages[message_id] = replace(message, consumed_at=now)
                 self.consumed_by[message_id] = entry_id
             ids.append(entry_id)
+        for scope in commit.prune:
+            doomed = {
+                eid for eid, (rid, e) in self.entries.items()
+                if rid == run.id and (e.scope == scope or e.scope.startswith(scope + "/"))
+            }  # fmt: skip
+            self.entries = {eid: v for eid, v in self.entries.items() if eid not in doomed}
+            self.attempts = [(eid, a) for eid, a in self.attempts if eid not in doomed]
         for name, payload in commit.events:
             self.events.append(
                 EventRecord(id=next(self._ids), run_id=run.id, name=name, payload=payload, created_at=now)

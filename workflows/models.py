@@ -62,6 +62,12 @@ class Entry(models.Model):
         STEP = EntryKind.STEP
         SLEEP = EntryKind.SLEEP
         QUEUE = EntryKind.QUEUE
+        JOIN = EntryKind.JOIN
+        RACE = EntryKind.RACE
+        LOOP = EntryKind.LOOP
+        TRY = EntryKind.TRY
+        CHECKPOINT = EntryKind.CHECKPOINT
+        VERSION = EntryKind.VERSION
 
     class Status(models.TextChoices):
         COMPLETED = EntryStatus.COMPLETED
@@ -200,7 +206,9 @@ class ApiKey(models.Model):
     """A key for the /api/ routes. Only its sha256 is stored; the key itself is shown once."""
 
     name = models.CharField(max_length=100, unique=True, help_text="Who or what uses the key.")
-    prefix = models.CharField(max_length=8, db_index=True, editable=False, help_text="The key's first 8 characters.")
+    prefix = models.CharField(
+        max_length=8, db_index=True, editable=False, help_text="The key's first 8 characters."
+    )
     hashed_key = models.CharField(max_length=64, unique=True, editable=False, help_text="sha256 of the key.")
     created_at = models.DateTimeField(editable=False)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -32,8 +32,14 @@ class EntryKind:
     STEP = "step"
     SLEEP = "sleep"
     QUEUE = "queue"
+    JOIN = "join"
+    RACE = "race"
+    LOOP = "loop"
+    TRY = "try"
+    CHECKPOINT = "checkpoint"
+    VERSION = "version"
 
-    ALL = (STEP, SLEEP, QUEUE)
+    ALL = (STEP, SLEEP, QUEUE, JOIN, RACE, LOOP, TRY, CHECKPOINT, VERSION)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,13 +161,8 @@ class Commit:
     events: list[tuple[str, Any]] = field(default_factory=list)
     messages: list[OutgoingMessage] = field(default_factory=list)
     complete: list[tuple[int, Any]] = field(default_factory=list)  # (message id, response)
+    prune: list[str] = field(default_factory=list)  # scopes to delete, with the scopes under them
     transition: Transition | None = None
-
-    def is_empty(self) -> bool:
-        return (
-            not (self.entries or self.state is not None or self.events or self.messages or self.complete)
-            and self.transition is None
-        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,10 +15,10 @@ def entry(position, name, kind="step", scope=""):
 
 def test_replay__recorded_entries_come_back_in_order():
     history = History("r1", [entry(0, "a"), entry(1, "b")])
-    assert history.replaying
+    assert history.replaying("")
     assert history.enter("", "a", "step").recorded.name == "a"
     assert history.enter("", "b", "step").recorded.name == "b"
-    assert not history.replaying
+    assert not history.replaying("")
     fresh = history.enter("", "c", "step")
     assert fresh.recorded is None and fresh.position == 2
 
@@ -61,3 +61,29 @@ def test_replay__finished_scope_without_leftovers_passes():
     history = History("r1", [entry(0, "a")])
     history.enter("", "a", "step")
     history.check_finished("")
+
+
+def test_replay__replaying_is_per_scope():
+    history = History("r1", [entry(0, "a", scope="/j.x")])
+    assert not history.replaying("")
+    assert history.replaying("/j.x")
+
+
+def test_replay__restart_walks_a_scope_again():
+    history = History("r1", [entry(0, "a", scope="/j.x")])
+    history.enter("/j.x", "a", "step")
+    history.restart("/j.x")
+    assert history.enter("/j.x", "a", "step").recorded is not None
+
+
+def test_replay__peek_and_skip_retired_entries():
+    history = History("r1", [entry(0, "old"), entry(1, "b")])
+    assert history.peek("").name == "old"
+    history.skip("")
+    assert history.enter("", "b", "step").recorded.name == "b"
+
+
+def test_replay__forget_drops_a_pruned_scope():
+    history = History("r1", [entry(0, "a", scope="/l#0"), entry(0, "x", scope="/l#0/t")])
+    history.forget("/l#0")
+    assert not history.replaying("/l#0") and not history.replaying("/l#0/t")
