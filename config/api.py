@@ -5,6 +5,7 @@ Every error answers with the same shape: {"error": {"code": str, "message": str,
 
 from __future__ import annotations
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -43,6 +44,12 @@ def _validation(request, exc: ValidationError):
 def _http_error(request, exc: HttpError):
     # Ninja's own refusals (e.g. a body that is not JSON), in the one shape.
     return error_response(request, exc.status_code, "bad_request", str(exc))
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_large(request, exc):
+    # Over DATA_UPLOAD_MAX_MEMORY_SIZE: Django refuses to read the body.
+    return error_response(request, 413, "too_large", "the request body is too large")
 
 
 @api.exception_handler(AuthenticationError)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from ninja import Field, Path, Query, Router, Schema, Status
-from pydantic import ConfigDict
+from pydantic import ConfigDict, field_validator
 
 from . import conf, operations, selectors
 from .api_auth import ApiKeyAuth
@@ -52,7 +52,30 @@ class ErrorOut(Schema):
     error: ErrorBody
 
 
-class _In(Schema):
+def _refuse_nul(data: Any) -> Any:
+    """PostgreSQL stores no NUL character in text or jsonb: refuse one here as a 422, not a 500."""
+    stack = [data]
+    while stack:  # iterative: a deeply nested body must not overflow the stack
+        value = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise ValueError("text must not contain the NUL character (\\u0000)")
+        elif isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return data
+
+
+class _NoNul(Schema):
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        return _refuse_nul(value)
+
+
+class _In(_NoNul):
     model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not silently ignored
 
 
@@ -133,7 +156,7 @@ class RunDetailOut(RunOut):
         return list(run.entries.all())
 
 
-class RunFilters(Schema):
+class RunFilters(_NoNul):
     workflow: str | None = None
     status: Literal[RunStatus.ALL] | None = None
     key: list[str] | None = Field(None, description="The exact key: repeat the parameter per part.")

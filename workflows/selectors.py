@@ -37,8 +37,13 @@ def _run_uuid(run_id: str | uuid.UUID) -> uuid.UUID:
 
 
 def _aware(when: dt.datetime) -> dt.datetime:
-    """A time without an offset is taken as UTC."""
-    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+    """In UTC; a time without an offset is taken as UTC."""
+    if when.tzinfo is None:
+        return when.replace(tzinfo=dt.UTC)
+    try:
+        return when.astimezone(dt.UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00+14:00 is before the first representable instant
+        raise BadInput(f"time out of range: {when.isoformat()}") from None
 
 
 def encode_cursor(run: Run) -> str:
@@ -53,7 +58,7 @@ def decode_cursor(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
         when = dt.datetime.fromisoformat(created)
         if when.tzinfo is None:
             raise ValueError("naive time")
-        return when, uuid.UUID(run_id)
+        return _aware(when), uuid.UUID(run_id)
     except (ValueError, TypeError, binascii.Error, UnicodeError):
         raise BadInput(f"invalid cursor {cursor!r}: pass back a next_cursor unchanged") from None
 

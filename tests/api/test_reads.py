@@ -83,8 +83,11 @@ def test_list__filters(api, registry):
 @pytest.mark.parametrize(
     "params",
     [{"status": "sleeping"}, {"limit": 0}, {"limit": 201}, {"limit": "x"}, {"cursor": "garbage!"},
-     {"cursor": "WzFd"}, {"created_after": "yesterday"}],
-    ids=["status", "limit-0", "limit-201", "limit-text", "cursor", "cursor-shape", "time"],
+     {"cursor": "WzFd"}, {"created_after": "yesterday"}, {"created_after": "0001-01-01T00:00:00+14:00"},
+     {"created_before": "9999-12-31T23:59:59-14:00"},
+     {"cursor": "WyIwMDAxLTAxLTAxVDAwOjAwOjAwKzE0OjAwIiwgIjAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwIl0"}],
+    ids=["status", "limit-0", "limit-201", "limit-text", "cursor", "cursor-shape", "time", "time-underflow",
+         "time-overflow", "cursor-time-underflow"],
 )  # fmt: skip
 def test_list__bad_filters_are_422(api, params):
     assert_error(api.get("/api/runs", params), 422, "invalid_request")
