@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
-from ninja import Field, Router, Schema
+from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError, ValidationError
 from pydantic import ValidationError as PydanticValidationError
 
@@ -82,7 +82,7 @@ _ERRORS = {400: ErrorOut, 401: ErrorOut, 413: ErrorOut, 422: ErrorOut}
 def create_job(request: HttpRequest):
     job = _job_start(_json_object(request))
     submitted = job_submit(job.model_dump(), idempotency_key=_idempotency_key(request))
-    return 202, {"jobId": submitted.job_id}
+    return Status(202, {"jobId": submitted.job_id})
 
 
 @router.get("/{job_id}", response={200: JobOut, 401: ErrorOut, 404: ErrorOut}, summary="Read a job")
