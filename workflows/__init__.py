@@ -4,7 +4,18 @@ Importing this package never touches the database or Django's app registry.
 """
 
 from .clock import Clock, FakeClock
-from .context import ActionContext, ErrorContext, ErrorEvent, Message, RunContext, StepContext
+from .context import (
+    ActionContext,
+    ErrorContext,
+    ErrorEvent,
+    Failure,
+    Loop,
+    Message,
+    RaceResult,
+    RunContext,
+    StepContext,
+    TryResult,
+)
 from .definition import Registry, Workflow, event, queue, setup, workflow
 from .exceptions import (
     BadInput,
@@ -12,8 +23,10 @@ from .exceptions import (
     HistoryDiverged,
     InvalidKey,
     InvalidMessage,
+    JoinError,
     MessageTimeout,
     NotRecordable,
+    RaceError,
     RetryAfter,
     RunFinished,
     RunNotFound,
@@ -32,13 +45,18 @@ __all__ = [
     "CriticalError",
     "ErrorContext",
     "ErrorEvent",
+    "Failure",
     "FakeClock",
     "HistoryDiverged",
     "InvalidKey",
     "InvalidMessage",
+    "JoinError",
+    "Loop",
     "Message",
     "MessageTimeout",
     "NotRecordable",
+    "RaceError",
+    "RaceResult",
     "Registry",
     "RetryAfter",
     "RunContext",
@@ -46,6 +64,7 @@ __all__ = [
     "RunNotFound",
     "StepContext",
     "StepFailed",
+    "TryResult",
     "UnknownAction",
     "UnknownEvent",
     "UnknownQueue",

@@ -227,10 +227,19 @@ class Execution:
             return None
         return self.state
 
+    def _add_pending(self, write: EntryWrite) -> None:
+        """An entry written with the next commit. The history sees it at once, so a branch that
+        re-runs its scope before that commit finds it (one write per slot, the latest)."""
+        slot = (write.scope, write.position)
+        self._pending.entries = [(w, a) for w, a in self._pending.entries if (w.scope, w.position) != slot]
+        self._pending.entries.append((write, None))
+        self.history.record(_record_of(write, write.id))
+
     async def _commit(self, commit: Commit) -> CommitResult:
         """Flush pending body-level writes with `commit`, in one transaction."""
         pending, self._pending = self._pending, Commit()
-        commit.entries[:0] = pending.entries
+        slots = {(w.scope, w.position) for w, _a in commit.entries}
+        commit.entries[:0] = [(w, a) for w, a in pending.entries if (w.scope, w.position) not in slots]
         commit.events[:0] = pending.events
         commit.complete[:0] = pending.complete
         if commit.state is None:
@@ -437,10 +446,10 @@ class Execution:
         )
         if now >= wake:
             entry.status, entry.finished_at = EntryStatus.COMPLETED, now
-            self._pending.entries.append((entry, None))
+            self._add_pending(entry)
             return
         if recorded is None:
-            self._pending.entries.append((entry, None))
+            self._add_pending(entry)
         raise Suspend(wake)
 
     async def queue_wait(
@@ -492,7 +501,7 @@ class Execution:
             await self._commit(commit)
             return self._messages(entry.output, completable)
         if recorded is None:
-            self._pending.entries.append((entry, None))
+            self._add_pending(entry)
         raise Suspend(deadline, tuple(names) if names else ())
 
     def _messages(self, output: Any, completable: bool) -> list[Message]:
@@ -518,7 +527,7 @@ class Execution:
         slot = self._enter(scope, name, EntryKind.CHECKPOINT)
         if slot.recorded is None:
             now = self.clock.now()
-            self._pending.entries.append((self._marker(slot, name, EntryKind.CHECKPOINT, None, now), None))
+            self._add_pending(self._marker(slot, name, EntryKind.CHECKPOINT, None, now))
         self._checkpoint = True
 
     async def get_version(self, scope: str, name: str, latest: int) -> int:
@@ -532,9 +541,7 @@ class Execution:
         slot = self._enter(scope, name, EntryKind.VERSION)
         if slot.recorded is not None:
             return int(slot.recorded.output)
-        self._pending.entries.append(
-            (self._marker(slot, name, EntryKind.VERSION, latest, self.clock.now()), None)
-        )
+        self._add_pending(self._marker(slot, name, EntryKind.VERSION, latest, self.clock.now()))
         return latest
 
     async def removed(self, scope: str, name: str, kind: str) -> None:
@@ -643,7 +650,7 @@ def _apply_changes(state: dict[str, Any], before: dict[str, Any], after: dict[st
             state[key] = value
 
 
-def _record_of(write: EntryWrite, entry_id: int) -> EntryRecord:
+def _record_of(write: EntryWrite, entry_id: int | None) -> EntryRecord:
     return EntryRecord(
         id=entry_id,
         scope=write.scope,
