@@ -1,4 +1,4 @@
 """Every engine case of tests/unit/test_engine.py again, over the Django store and a real database."""
 
 from tests.unit.test_engine import *  # noqa: F403
-from tests.unit.test_flow import *  # noqa: E402, F403
+from tests.unit.test_flow import *  # noqa: F403

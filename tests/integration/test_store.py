@@ -189,8 +189,7 @@ def test_send_wait__returns_the_runs_response():
         async def main():
             runner = Runner(registry=reg, store=DjangoStore(), watch=True, heartbeat_seconds=1)
             task = asyncio.create_task(runner.run())
-            while not stop.is_set():
-                await asyncio.sleep(0.02)
+            await asyncio.to_thread(stop.wait)
             runner.request_stop()
             await task
 
