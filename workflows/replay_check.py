@@ -1,0 +1,84 @@
+"""Replay a stored history against the current code without running or writing anything: the
+pre-deploy check that tells which live runs the new code would fail with HistoryDiverged.
+
+The dry run walks recorded entries exactly as a resume would and stops at the first entry that
+would have to run (the frontier). No step body runs, nothing is committed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .clock import Clock
+from .context import RunContext
+from .definition import Registry
+from .exceptions import DuplicateEntryName, HistoryDiverged, UnknownWorkflow
+from .executor import SETTLED, Execution, _Unwind
+from .memory_store import MemoryStore
+from .records import CommitResult, EntryKind, EntryRecord, RunRecord
+from .replay import Slot
+
+_LEAVES = (EntryKind.STEP, EntryKind.SLEEP, EntryKind.QUEUE)
+
+
+class _Frontier(_Unwind):
+    """The first entry that would run: everything before it replayed cleanly."""
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    run_id: str
+    workflow: str
+    diverged: bool
+    detail: str  # where the dry run stopped, or the divergence
+
+
+class _DryRun(Execution):
+    def _enter(self, scope: str, name: str, kind: str) -> Slot:
+        slot = super()._enter(scope, name, kind)
+        if kind in _LEAVES and (slot.recorded is None or slot.recorded.status not in SETTLED):
+            raise _Frontier(f"{kind} {name!r}" + (f" in {scope!r}" if scope else ""))
+        return slot
+
+    async def _commit(self, commit: Any) -> CommitResult:
+        raise _Frontier("a new record")
+
+
+async def check_history(
+    run: RunRecord, history: list[EntryRecord], registry: Registry, clock: Clock | None = None
+) -> ReplayReport:
+    try:
+        definition = registry.get(run.workflow)
+    except UnknownWorkflow:
+        return ReplayReport(
+            run.id, run.workflow, True, f"workflow {run.workflow!r} is not in the current code"
+        )
+    dry = _DryRun(
+        run=run,
+        definition=definition,
+        registry=registry,
+        history=history,
+        store=MemoryStore(),  # never written: commits stop the dry run
+        clock=clock or Clock(),
+        owner="checkreplay",
+    )
+    dry.cancel_requested = dry.interrupt_requested = False
+    try:
+        await definition.run(RunContext(dry))
+        if dry.fatal is not None:
+            raise dry.fatal
+        dry.history.check_finished("")
+        return ReplayReport(run.id, run.workflow, False, "replays to its end")
+    except _Frontier as frontier:
+        return ReplayReport(run.id, run.workflow, False, f"replays cleanly up to {frontier}")
+    except (HistoryDiverged, DuplicateEntryName) as exc:
+        return ReplayReport(run.id, run.workflow, True, str(exc))
+    except _Unwind:
+        return ReplayReport(run.id, run.workflow, False, "replays cleanly up to a wait")
+    except Exception as exc:
+        if isinstance(dry.fatal, HistoryDiverged | DuplicateEntryName):
+            return ReplayReport(run.id, run.workflow, True, str(dry.fatal))
+        return ReplayReport(
+            run.id, run.workflow, False, f"replays to its recorded failure ({type(exc).__name__})"
+        )
