@@ -96,7 +96,7 @@ class RunSummaryOut(Schema):
     workflow: str
     key: list[str]
     version: str
-    status: str
+    status: str = Field(description="pending, running, waiting, completed, failed or cancelled.")
     error: dict[str, Any] | None
     cancel_requested: bool
     created_at: dt.datetime
@@ -115,7 +115,7 @@ class AttemptOut(Schema):
     number: int
     started_at: dt.datetime
     finished_at: dt.datetime
-    outcome: Literal["ok", "error", "timeout", "critical"]
+    outcome: str = Field(description="ok, error, timeout or critical.")
     error: dict[str, Any] | None = Field(description="name, message and traceback of a failure.")
     delay: float | None = Field(description="Seconds waited before the next attempt.")
     retry_at: dt.datetime | None
@@ -126,8 +126,8 @@ class StepOut(Schema):
     scope: str
     position: int
     name: str
-    kind: Literal["step", "sleep", "queue"]
-    status: Literal["completed", "failed", "retrying", "waiting"]
+    kind: str = Field(description="step, sleep, queue, join, race, loop, try, checkpoint, version…")
+    status: str = Field(description="completed, failed, retrying or waiting.")
     input: Any
     output: Any
     error: dict[str, Any] | None
@@ -149,7 +149,9 @@ class StepOut(Schema):
 
 
 class RunDetailOut(RunOut):
-    steps: list[StepOut] = Field(description="History order; a superseded record precedes its replacement.")
+    steps: list[StepOut] = Field(
+        description="By scope (the root's first), then position; a superseded record precedes its replacement."
+    )
 
     @staticmethod
     def resolve_steps(run) -> list:
