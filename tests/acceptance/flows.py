@@ -7,7 +7,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from workflows import setup, workflow
+from workflows import Loop, queue, setup, workflow
 
 
 def _dir() -> Path:
@@ -22,7 +22,7 @@ def log(run_key: str, step: str) -> None:
 async def _blocking(step):
     """Logs that it started, then waits until the test creates the file 'release'."""
     log(step.key[0], f"{step.name}:start")
-    while not (_dir() / "release").exists():
+    while not (_dir() / "release").exists():  # noqa: ASYNC110 - the signal comes from another process
         await asyncio.sleep(0.02)
     log(step.key[0], f"{step.name}:end")
     return "released"
@@ -47,4 +47,60 @@ async def many_body(ctx):
     return "done"
 
 
-registry = setup(use={"crash": workflow(crash_body), "many": workflow(many_body)})
+async def join_body(ctx):
+    async def quick(c):
+        return await c.step("a1", _logged)
+
+    async def slow(c):
+        return await c.step("b-block", _blocking)
+
+    return await ctx.join("fan", {"quick": quick, "slow": slow})
+
+
+async def loop_body(ctx):
+    async def iteration(c, n):
+        await c.step(f"it{n}", _logged)
+        if n == 3:
+            await c.step("it-block", _blocking)
+        return Loop.done(n) if n == 5 else Loop.next(n + 1)
+
+    return await ctx.loop("iterate", iteration, state=0, history_size=2)
+
+
+async def rollback_body(ctx):
+    await ctx.rollback_checkpoint("cp")
+    await ctx.step("reserve", _logged, rollback=_undo_blocking)
+    await ctx.step("charge", _logged, rollback=_undo)
+    raise RuntimeError("shipping failed")
+
+
+async def _undo(step, output):
+    log(step.key[0], f"undo-{step.name}")
+
+
+async def _undo_blocking(step, output):
+    await _blocking(step)
+    log(step.key[0], f"undo-{step.name}")
+
+
+async def race_body(ctx):
+    async def work(c):
+        return await c.step("r-block", _blocking)
+
+    async def reply(c):
+        return (await c.queue.next("wait", names=["reply"])).body
+
+    result = await ctx.race("first", {"work": work, "reply": reply})
+    return result.winner
+
+
+registry = setup(
+    use={
+        "crash": workflow(crash_body),
+        "many": workflow(many_body),
+        "join": workflow(join_body),
+        "loop": workflow(loop_body),
+        "rollback": workflow(rollback_body),
+        "race": workflow(race_body, queues={"reply": queue()}),
+    }
+)
