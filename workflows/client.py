@@ -40,31 +40,31 @@ class WorkflowClient:
         self.store = store or _default_store()
         self.clock = clock or Clock()
 
-    def _handle(self, run: RunRecord) -> RunHandle:
-        return RunHandle(self, run)
+    def _handle(self, run: RunRecord, created: bool = False) -> RunHandle:
+        return RunHandle(self, run, created)
 
     def get_or_create(self, key: list[str] | tuple[str, ...]) -> RunHandle:
         """The run of this key, created (and started) when missing: a stable key makes starts idempotent."""
         key = validate_key(key)
-        run, _created = self.store.get_or_create_run(
+        run, created = self.store.get_or_create_run(
             workflow=self.name,
             key=key,
             version=self.definition.version,
             initial_state=self.definition.initial_state(),
             now=self.clock.now(),
         )
-        return self._handle(run)
+        return self._handle(run, created)
 
     async def aget_or_create(self, key: list[str] | tuple[str, ...]) -> RunHandle:
         key = validate_key(key)
-        run, _created = await self.store.aget_or_create_run(
+        run, created = await self.store.aget_or_create_run(
             workflow=self.name,
             key=key,
             version=self.definition.version,
             initial_state=self.definition.initial_state(),
             now=self.clock.now(),
         )
-        return self._handle(run)
+        return self._handle(run, created)
 
     def get(self, key: list[str] | tuple[str, ...]) -> RunHandle:
         """The run of this key; raises RunNotFound."""
@@ -90,8 +90,9 @@ class WorkflowClient:
 class RunHandle:
     """One run. Reads go to the store each time: `info()` is the run as stored now."""
 
-    def __init__(self, client: WorkflowClient, run: RunRecord) -> None:
+    def __init__(self, client: WorkflowClient, run: RunRecord, created: bool = False) -> None:
         self._client = client
+        self.created = created  # True when get_or_create made this run
         self.run_id = run.id
         self.workflow = run.workflow
         self.key = tuple(run.key)
@@ -121,48 +122,47 @@ class RunHandle:
         )
 
     def send(self, queue: str, body: Any = None, *, wait: bool = False, timeout: float = 30.0) -> Any:
-        """Store a message for the run. With `wait`, block until the run completes it and return the
-        response (MessageTimeout after `timeout` seconds; the message stays queued)."""
+        """Store a message for the run and return it. With `wait`, block until the run completes
+        it and return the response instead (MessageTimeout after `timeout` s; it stays queued)."""
         message = self._client.store.send(self._outgoing(queue, body), now=self._client.clock.now())
-        if not wait:
-            return message
-        deadline, pause = time.monotonic() + timeout, WAIT_POLL_START
-        while True:
-            current = self._client.store.get_message(message.id)
-            if current.completed_at is not None:
-                return current.response
-            self._raise_if_finished_without(current)
-            if time.monotonic() >= deadline:
-                raise MessageTimeout(
-                    f"message {message.id} to {queue!r} was not completed within {timeout:g}s"
-                )
-            time.sleep(pause)
-            pause = min(pause * 2, WAIT_POLL_MAX)
+        return self.response(message.id, timeout=timeout) if wait else message
 
     async def asend(self, queue: str, body: Any = None, *, wait: bool = False, timeout: float = 30.0) -> Any:
         message = await self._client.store.asend(self._outgoing(queue, body), now=self._client.clock.now())
-        if not wait:
-            return message
+        return await self.aresponse(message.id, timeout=timeout) if wait else message
+
+    def response(self, message_id: int, *, timeout: float = 30.0) -> Any:
+        """Wait for the run to complete message `message_id` and return its response. Raises
+        MessageTimeout, or RunFinished when the run ended without taking the message."""
+        deadline, pause = time.monotonic() + timeout, WAIT_POLL_START
+        while True:
+            message = self._client.store.get_message(message_id)
+            if message.completed_at is not None:
+                return message.response
+            if message.consumed_at is None:
+                self._raise_if_finished(message, self.info())
+            if time.monotonic() >= deadline:
+                raise MessageTimeout(f"message {message_id} was not completed within {timeout:g}s")
+            time.sleep(pause)
+            pause = min(pause * 2, WAIT_POLL_MAX)
+
+    async def aresponse(self, message_id: int, *, timeout: float = 30.0) -> Any:
         loop = asyncio.get_running_loop()
         deadline, pause = loop.time() + timeout, WAIT_POLL_START
         while True:
-            current = await self._client.store.aget_message(message.id)
-            if current.completed_at is not None:
-                return current.response
+            message = await self._client.store.aget_message(message_id)
+            if message.completed_at is not None:
+                return message.response
+            if message.consumed_at is None:
+                self._raise_if_finished(message, await self.ainfo())
             if loop.time() >= deadline:
-                raise MessageTimeout(
-                    f"message {message.id} to {queue!r} was not completed within {timeout:g}s"
-                )
+                raise MessageTimeout(f"message {message_id} was not completed within {timeout:g}s")
             await asyncio.sleep(pause)
             pause = min(pause * 2, WAIT_POLL_MAX)
 
-    def _raise_if_finished_without(self, message: MessageRecord) -> None:
-        if message.consumed_at is None:
-            run = self.info()
-            if run.status in RunStatus.TERMINAL:
-                raise RunFinished(
-                    f"run {self.run_id} is {run.status}; message {message.id} will not be answered"
-                )
+    def _raise_if_finished(self, message: MessageRecord, run: RunRecord) -> None:
+        if run.status in RunStatus.TERMINAL:
+            raise RunFinished(f"run {self.run_id} is {run.status}; message {message.id} will not be answered")
 
     # --- actions ---
     def _action_context(self, run: RunRecord) -> ActionContext:

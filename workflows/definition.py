@@ -136,6 +136,8 @@ def validate_key(key: Any) -> list[str]:
     bad = [k for k in key if not isinstance(k, str)]
     if bad:
         raise InvalidKey(f"a run key must be a list of strings; {bad[0]!r} is a {type(bad[0]).__name__}")
+    if any("\x00" in k for k in key):
+        raise InvalidKey("a run key must not contain NUL characters")
     return list(key)
 
 
