@@ -18,6 +18,8 @@ class JobStart(BaseModel):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be blank")
+        if "\x00" in value:  # PostgreSQL cannot store it; refuse it as the caller's mistake
+            raise ValueError("must not contain NUL characters")
         return value
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import email.utils
+import functools
 import json
+import ssl
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,9 +30,16 @@ class InvalidReply(Exception):
     """The service answered 2xx with something we cannot use (e.g. not JSON): retried."""
 
 
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    # Loading the CA bundle takes ~40 ms of CPU: once per process, not once per step.
+    return httpx.create_ssl_context()
+
+
 def client(**kwargs: Any) -> httpx.AsyncClient:
     """A client for one step's calls. Tests route it through `use_transport(...)`."""
     kwargs.setdefault("timeout", DEFAULT_TIMEOUT)
+    kwargs.setdefault("verify", _ssl_context())
     return httpx.AsyncClient(transport=_transport, **kwargs)
 
 

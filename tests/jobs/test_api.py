@@ -81,6 +81,7 @@ def test_get__unknown_job_is_404(client, job_id):
         ({"title": "x", "transcript": {"text": "y"}}, "transcript"),
         ({**GOOD, "priority": "high"}, "priority"),
         ({"title": "x" * 501, "transcript": "x"}, "title"),
+        ({"title": "x", "transcript": "a\u0000b"}, "transcript"),
     ],
 )
 def test_post__missing_empty_mistyped_or_unknown_fields_are_422(client, body, field):
