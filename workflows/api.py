@@ -11,7 +11,6 @@ operator's repairs (replay, retry now, cancel, and a send that carries a `reason
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import uuid
 from typing import Any, Literal
@@ -24,10 +23,8 @@ from pydantic import ConfigDict, field_validator
 from . import conf, operations, selectors
 from .api_auth import ApiKeyAuth
 from .client import RunHandle
-from .definition import validate_key
-from .exceptions import MessageTimeout, RunFinished
 from .models import Run
-from .records import OutgoingMessage, RunStatus
+from .records import RunStatus
 
 router = Router(auth=ApiKeyAuth(), tags=["workflows"])
 
@@ -261,7 +258,7 @@ async def send_message(request, run_id: str, payload: SendIn):
     message_id = await _asend(handle, payload, actor=_actor(request))
     if not payload.wait:
         return Status(202, {"messageId": message_id})
-    response = await _aresponse(handle, message_id, payload.timeout)
+    response = await handle.aresponse(message_id, timeout=payload.timeout)
     return Status(200, {"messageId": message_id, "response": response})
 
 
@@ -361,24 +358,11 @@ def _actor(request) -> str:
 def _start(name: str, payload: StartIn) -> Status:
     """Create-or-get the run and store its first message in one transaction (or write nothing)."""
     client = conf.registry().client(name)
-    key = validate_key(payload.key)
-    first = None
-    if payload.message is not None:
-        spec = client.definition.queue_spec(payload.message.queue, name)
-        body = spec.validate(f"queue {name}.{payload.message.queue}", payload.message.body)
-        first = (payload.message.queue, body)
-    now = client.clock.now()
     with transaction.atomic():
-        run, created = client.store.get_or_create_run(
-            workflow=name,
-            key=key,
-            version=client.definition.version,
-            initial_state=client.definition.initial_state(),
-            now=now,
-        )
-        if created and first is not None:
-            client.store.send(OutgoingMessage(queue=first[0], body=first[1], run_id=run.id), now=now)
-    return Status(201 if created else 200, Run.objects.get(pk=run.id))
+        handle = client.get_or_create(payload.key)
+        if handle.created and payload.message is not None:
+            handle.send(payload.message.queue, payload.message.body)
+    return Status(201 if handle.created else 200, Run.objects.get(pk=handle.run_id))
 
 
 async def _ahandle(run_id: str) -> RunHandle:
@@ -397,20 +381,3 @@ async def _asend(handle: RunHandle, payload: SendIn, *, actor: str) -> int:
         actor=actor,
         reason=payload.reason,
     )
-
-
-async def _aresponse(handle: RunHandle, message_id: int, timeout: float) -> Any:
-    """The run's answer to a sent message; RunFinished when the run ended without taking it."""
-    store = conf.default_store()
-    loop = asyncio.get_running_loop()
-    deadline, pause = loop.time() + timeout, WAIT_POLL_START
-    while True:
-        message = await store.aget_message(message_id)
-        if message.completed_at is not None:
-            return message.response
-        if message.consumed_at is None and (await handle.ainfo()).status in RunStatus.TERMINAL:
-            raise RunFinished(f"run {handle.run_id} has finished; message {message_id} will not be answered")
-        if loop.time() >= deadline:
-            raise MessageTimeout(f"message {message_id} was not completed within {timeout:g}s")
-        await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
-        pause = min(pause * 2, WAIT_POLL_MAX)

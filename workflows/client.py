@@ -143,7 +143,7 @@ class RunHandle:
                 self._raise_if_finished(message, self.info())
             if time.monotonic() >= deadline:
                 raise MessageTimeout(f"message {message_id} was not completed within {timeout:g}s")
-            time.sleep(pause)
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
             pause = min(pause * 2, WAIT_POLL_MAX)
 
     async def aresponse(self, message_id: int, *, timeout: float = 30.0) -> Any:
@@ -157,7 +157,7 @@ class RunHandle:
                 self._raise_if_finished(message, await self.ainfo())
             if loop.time() >= deadline:
                 raise MessageTimeout(f"message {message_id} was not completed within {timeout:g}s")
-            await asyncio.sleep(pause)
+            await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
             pause = min(pause * 2, WAIT_POLL_MAX)
 
     def _raise_if_finished(self, message: MessageRecord, run: RunRecord) -> None:
