@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -48,6 +49,12 @@ class Command(BaseCommand):
         port = port or settings.PORT
         web, demo = f"http://{host}:{port}", f"http://127.0.0.1:{demo_port}"
         logging.getLogger("httpx").setLevel(logging.WARNING)  # our own readiness polls are noise
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C while starting: stop cleanly
+        for what, (h, p) in {"web server": (host, port), "demo services": ("127.0.0.1", demo_port)}.items():
+            if not port_free(h, p):
+                raise CommandError(
+                    f"port {p} is in use: pass another --{'port' if what == 'web server' else 'demo-port'}"
+                )
         self.stdout.write("migrating the database …")
         call_command("migrate", interactive=False, verbosity=0)
         env = {
@@ -75,6 +82,7 @@ class Command(BaseCommand):
                 return
             self.stdout.write("serving; press Ctrl-C to stop")
             self._serve(children)
+            self.stdout.write("\nstopping …")
         except KeyboardInterrupt:
             self.stdout.write("\nstopping …")
         finally:
@@ -120,12 +128,25 @@ class Command(BaseCommand):
 
     def _serve(self, children: list[Child]) -> None:
         stop = []
-        signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+        # Ctrl-C or SIGTERM ends the loop; the caller then stops the children in order. (Set here
+        # explicitly: a shell starting us in the background makes us inherit an ignored SIGINT.)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.append(True))
         while not stop:
             for child in children:
                 if not child.running():
                     raise CommandError(f"{child.name} exited:\n{child.output()}")
             time.sleep(0.5)
+
+
+def port_free(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is free
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _python() -> str:
