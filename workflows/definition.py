@@ -142,19 +142,40 @@ def validate_key(key: Any) -> list[str]:
 
 
 class Registry:
-    """Names workflows. The runner serves every registry listed in `WORKFLOWS_REGISTRIES`."""
+    """Names workflows. The runner serves every registry listed in `WORKFLOWS_REGISTRIES`.
 
-    def __init__(self, workflows: Mapping[str, Workflow]) -> None:
-        for name, wf in workflows.items():
-            if not isinstance(wf, Workflow):
-                raise TypeError(f"{name!r} is not a Workflow (build it with workflows.workflow(...))")
-        self.workflows: dict[str, Workflow] = dict(workflows)
+    A name maps to its latest definition, optionally followed by older ones still serving runs
+    that started on them: `setup(use={"aiJob": [ai_job_v3, ai_job_v2]})`. A run executes the
+    definition of the version it recorded when that one is still registered, else the latest
+    (whose `ctx.get_version` gates then keep it on its branch).
+    """
+
+    def __init__(self, workflows: Mapping[str, Workflow | list[Workflow] | tuple[Workflow, ...]]) -> None:
+        self._versions: dict[str, list[Workflow]] = {}
+        for name, given in workflows.items():
+            definitions = list(given) if isinstance(given, list | tuple) else [given]
+            if not definitions:
+                raise TypeError(f"{name!r} has no definition")
+            for wf in definitions:
+                if not isinstance(wf, Workflow):
+                    raise TypeError(f"{name!r} is not a Workflow (build it with workflows.workflow(...))")
+            versions = [wf.version for wf in definitions]
+            if len(set(versions)) != len(versions):
+                raise ValueError(f"{name!r} registers version {versions} more than once")
+            self._versions[name] = definitions
+        self.workflows: dict[str, Workflow] = {name: defs[0] for name, defs in self._versions.items()}
 
     def get(self, name: str) -> Workflow:
+        """The latest definition of `name` (what new runs start on)."""
         try:
             return self.workflows[name]
         except KeyError:
             raise UnknownWorkflow(name) from None
+
+    def for_run(self, name: str, version: str) -> Workflow:
+        """The definition a run of `version` executes: that version when registered, else the latest."""
+        latest = self.get(name)
+        return next((wf for wf in self._versions[name] if wf.version == version), latest)
 
     def __contains__(self, name: object) -> bool:
         return name in self.workflows
@@ -163,10 +184,10 @@ class Registry:
         return sorted(self.workflows)
 
     def merged(self, other: Registry) -> Registry:
-        clash = set(self.workflows) & set(other.workflows)
+        clash = set(self._versions) & set(other._versions)
         if clash:
             raise ValueError(f"workflow names registered twice: {sorted(clash)}")
-        return Registry({**self.workflows, **other.workflows})
+        return Registry({**self._versions, **other._versions})
 
     def client(self, name: str) -> WorkflowClient:
         from .client import WorkflowClient
@@ -175,5 +196,6 @@ class Registry:
         return WorkflowClient(self, name)
 
 
-def setup(use: Mapping[str, Workflow]) -> Registry:
+def setup(use: Mapping[str, Workflow | list[Workflow] | tuple[Workflow, ...]]) -> Registry:
+    """Name workflows: `{"aiJob": ai_job}`, or `{"aiJob": [latest, older, ...]}`."""
     return Registry(use)

@@ -49,7 +49,7 @@ async def check_history(
     run: RunRecord, history: list[EntryRecord], registry: Registry, clock: Clock | None = None
 ) -> ReplayReport:
     try:
-        definition = registry.get(run.workflow)
+        definition = registry.for_run(run.workflow, run.version)
     except UnknownWorkflow:
         return ReplayReport(
             run.id, run.workflow, True, f"workflow {run.workflow!r} is not in the current code"

@@ -140,7 +140,7 @@ class Runner:
             history = await self.store.aload_history(run.id)
             execution = Execution(
                 run=run,
-                definition=self.registry.get(run.workflow),
+                definition=self.registry.for_run(run.workflow, run.version),
                 registry=self.registry,
                 history=history,
                 store=self.store,

@@ -460,3 +460,34 @@ async def test_removed__old_runs_skip_a_retired_entry(h):
     await new.asend("go")
     await h.run(reg2)
     assert (await old.ainfo()).result == "done" and (await new.ainfo()).result == "done"
+
+
+async def test_versions__old_runs_finish_on_their_registered_version(h):
+    async def v1(ctx):
+        await ctx.queue.next("w", names=["go"])
+        return await ctx.step("old-step", lambda s: "v1")
+
+    async def v2(ctx):
+        await ctx.queue.next("w", names=["go"])
+        return await ctx.step("new-step", lambda s: "v2")
+
+    old_def = workflow(v1, queues={"go": queue()}, version="1")
+    new_def = workflow(v2, queues={"go": queue()}, version="2")
+    reg1 = setup(use={"wf": old_def})
+    old = await start(h, reg1, "old")
+    await h.run(reg1)
+    reg2 = setup(use={"wf": [new_def, old_def]})  # deploy: v2 is latest, v1 still registered
+    new = await start(h, reg2, "new")
+    await old.asend("go")
+    await new.asend("go")
+    await h.run(reg2)
+    assert [(await r.ainfo()).version for r in (old, new)] == ["1", "2"]
+    assert (await old.ainfo()).result == "v1" and (await new.ainfo()).result == "v2"
+
+
+def test_versions__a_version_registered_twice_is_refused():
+    async def body(ctx):
+        return None
+
+    with pytest.raises(ValueError, match="more than once"):
+        setup(use={"wf": [workflow(body, version="1"), workflow(body, version="1")]})
