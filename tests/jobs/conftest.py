@@ -3,15 +3,14 @@ the same code `manage.py demoservices` serves), and a way to submit and run jobs
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from jobs.demo.services import DemoServices
 from jobs.demo.transport import mock_transport
+from jobs.samples import SAMPLE_PATH
 from jobs.services.http import use_transport
 
-SAMPLE = (Path(__file__).resolve().parents[2] / "jobs" / "samples" / "discovery-call.txt").read_text()
+SAMPLE = SAMPLE_PATH.read_text()
 SAMPLE_COMPANIES = ["Northwind Logistics Group", "Initech Systems", "Acme Corp"]
 
 

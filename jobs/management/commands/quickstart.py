@@ -23,10 +23,10 @@ from django.db import connection
 
 from jobs.follow import describe, follow
 from jobs.processes import BASE_DIR, Child, answers, database_url, wait_until
+from jobs.samples import SAMPLE_PATH
 from jobs.submission import jobs_client
 from workflows.records import RunStatus
 
-SAMPLE = BASE_DIR / "jobs" / "samples" / "discovery-call.txt"
 LOG_DIR = BASE_DIR / "var" / "quickstart"
 START_TIMEOUT = 60.0  # seconds for a child to answer
 
@@ -105,7 +105,7 @@ class Command(BaseCommand):
         return child
 
     def _sample_job(self, web: str, timeout: float):
-        body = {"title": "Discovery call: Northwind Logistics", "transcript": SAMPLE.read_text()}
+        body = {"title": "Discovery call: Northwind Logistics", "transcript": SAMPLE_PATH.read_text()}
         response = httpx.post(f"{web}/jobs", json=body, timeout=30.0)
         if response.status_code != 202:
             raise CommandError(f"POST /jobs answered {response.status_code}: {response.text}")
