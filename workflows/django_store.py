@@ -223,26 +223,15 @@ class DjangoStore(Store):
         return [EntryRecord(**row) for row in rows.values(*_ENTRY_FIELDS)]
 
     def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
+        if self._pg() and _fits_one_statement(commit):
+            return self._commit_one_statement(run_id, owner, commit, now)
         t, j = self._t, self._j
         rid = self._id(run_id)
         with transaction.atomic(), connection.cursor() as cursor:
             # The fence: only the lease holder writes. It also locks the run row first, so a sender
             # racing with a suspension either lands before it (and is seen) or wakes it after.
-            sets, params = ["updated_at = %s"], [t(now)]
-            if commit.state is not None:
-                sets.append("state = %s")
-                params.append(j(commit.state))
+            sets, params = self._run_update(commit, now)
             transition = commit.transition
-            if transition is not None:
-                sets.append("status = %s")
-                params.append(transition.status)
-                if transition.status in RunStatus.TERMINAL:
-                    sets += ["wake_at = NULL", "lease_owner = ''", "finished_at = %s", "result = %s",
-                             "error = %s"]  # fmt: skip
-                    params += [t(now), j(transition.result), j(transition.error)]
-                else:  # waiting, or released (pending)
-                    sets += ["wake_at = %s", "lease_owner = ''"]
-                    params.append(t(transition.wake_at))
             cursor.execute(
                 f"UPDATE workflows_run SET {', '.join(sets)} WHERE id = %s AND lease_owner = %s"
                 " AND status = %s RETURNING cancel_requested",
@@ -279,6 +268,98 @@ class DjangoStore(Store):
             if transition is not None and transition.status == RunStatus.WAITING:
                 self._wake_if_message_waiting(cursor, rid, transition.wait_queues, now)
         return CommitResult(entry_ids=entry_ids, cancel_requested=bool(fenced[0]))
+
+    def _run_update(self, commit: Commit, now: dt.datetime) -> tuple[list[str], list[Any]]:
+        """The SET clause of the fenced run update: timestamps, state and the transition."""
+        t, j = self._t, self._j
+        sets, params = ["updated_at = %s"], [t(now)]
+        if commit.state is not None:
+            sets.append("state = %s")
+            params.append(j(commit.state))
+        transition = commit.transition
+        if transition is not None:
+            sets.append("status = %s")
+            params.append(transition.status)
+            if transition.status in RunStatus.TERMINAL:
+                sets += [
+                    "wake_at = NULL",
+                    "lease_owner = ''",
+                    "finished_at = %s",
+                    "result = %s",
+                    "error = %s",
+                ]
+                params += [t(now), j(transition.result), j(transition.error)]
+            else:  # waiting, or released (pending)
+                sets += ["wake_at = %s", "lease_owner = ''"]
+                params.append(t(transition.wake_at))
+        return sets, params
+
+    def _commit_one_statement(
+        self, run_id: str, owner: str, commit: Commit, now: dt.datetime
+    ) -> CommitResult:
+        """PostgreSQL: the common commit (a step's record, its attempt, state, events, a transition)
+        as one statement of data-modifying CTEs: one round trip, atomic on its own. Every write
+        hangs off the fenced run update, so a lost lease writes nothing."""
+        t, j = self._t, self._j
+        rid = self._id(run_id)
+        sets, params = self._run_update(commit, now)
+        fence = "id = %s AND lease_owner = %s AND status = %s"
+        params += [rid, owner, RunStatus.RUNNING]
+        updated = commit.entries[0][0].id if commit.entries else None
+        if updated is not None:  # the entry to update must still be current, or nothing is written
+            fence += " AND EXISTS (SELECT 1 FROM workflows_entry WHERE id = %s AND superseded = false)"
+            params.append(updated)
+        ctes = [f"r AS (UPDATE workflows_run SET {', '.join(sets)} WHERE {fence} RETURNING cancel_requested)"]
+        entry_select = "NULL::bigint"
+        if commit.entries:
+            [(write, attempt)] = commit.entries
+            if write.id is None:
+                ctes.append(
+                    "e AS (INSERT INTO workflows_entry (run_id, scope, position, name, kind, status, input,"
+                    " output, error, meta, attempts, started_at, finished_at, wake_at, superseded)"
+                    " SELECT %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s::jsonb, %s,"
+                    " %s::timestamptz, %s::timestamptz, %s::timestamptz, false FROM r RETURNING id)"
+                )
+                params += [rid, write.scope, write.position, write.name, write.kind, write.status, j(write.input),
+                           j(write.output), j(write.error), j(write.meta), write.attempts, t(write.started_at),
+                           t(write.finished_at), t(write.wake_at)]  # fmt: skip
+            else:
+                ctes.append(
+                    "e AS (UPDATE workflows_entry SET status = %s, input = %s::jsonb, output = %s::jsonb,"
+                    " error = %s::jsonb, meta = %s::jsonb, attempts = %s, finished_at = %s::timestamptz,"
+                    " wake_at = %s::timestamptz WHERE id = %s AND EXISTS (SELECT 1 FROM r) RETURNING id)"
+                )
+                params += [write.status, j(write.input), j(write.output), j(write.error), j(write.meta),
+                           write.attempts, t(write.finished_at), t(write.wake_at), write.id]  # fmt: skip
+            entry_select = "(SELECT id FROM e)"
+            if attempt is not None:
+                ctes.append(
+                    "a AS (INSERT INTO workflows_attempt (entry_id, number, started_at, finished_at, outcome,"
+                    " error, delay, retry_at) SELECT e.id, %s, %s::timestamptz, %s::timestamptz, %s, %s::jsonb,"
+                    " %s::float8, %s::timestamptz FROM e RETURNING id)"
+                )
+                params += [attempt.number, t(attempt.started_at), t(attempt.finished_at), attempt.outcome,
+                           j(attempt.error), attempt.delay, t(attempt.retry_at)]  # fmt: skip
+        if commit.events:
+            rows = ", ".join(["(%s, %s::jsonb)"] * len(commit.events))
+            ctes.append(
+                "v AS (INSERT INTO workflows_event (run_id, name, payload, created_at)"
+                f" SELECT %s, x.name, x.payload, %s::timestamptz FROM (VALUES {rows}) AS x(name, payload)"
+                " WHERE EXISTS (SELECT 1 FROM r) RETURNING id)"
+            )
+            params += [rid, t(now)]
+            for name, payload in commit.events:
+                params += [name, j(payload)]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"WITH {', '.join(ctes)} SELECT (SELECT cancel_requested FROM r), {entry_select}", params
+            )
+            cancel_requested, entry_id = cursor.fetchone()
+        if cancel_requested is None:
+            raise LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
+        return CommitResult(
+            entry_ids=[entry_id] if commit.entries else [], cancel_requested=bool(cancel_requested)
+        )
 
     def _write_entry(self, cursor: Any, rid: Any, write: Any, attempt: Any, now: dt.datetime) -> int:
         t, j = self._t, self._j
@@ -466,6 +547,17 @@ class DjangoStore(Store):
             if version != last:
                 last = version
                 wake()
+
+
+def _fits_one_statement(commit: Commit) -> bool:
+    """The commits the one-statement path handles: at most one entry and its attempt, state,
+    events and a transition that needs no message check."""
+    if commit.messages or commit.complete or commit.prune or len(commit.entries) > 1:
+        return False
+    if commit.entries and commit.entries[0][0].consumes:
+        return False
+    transition = commit.transition
+    return transition is None or transition.status != RunStatus.WAITING or transition.wait_queues is None
 
 
 def _reconnecting(fn: Callable[..., Any]) -> Callable[..., Any]:
