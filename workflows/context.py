@@ -224,7 +224,6 @@ class StepContext:
         self.initial_state: dict[str, Any] = copy.deepcopy(execution.state)
         self.state: dict[str, Any] = copy.deepcopy(self.initial_state)
         self.meta: dict[str, Any] = {}  # recorded with the step (e.g. {"usage": {...}} of a model call)
-        self.events: list[tuple[str, Any]] = []
         self.messages: list[OutgoingMessage] = []
         self.queue = StepQueue(self)
 
@@ -237,7 +236,8 @@ class StepContext:
         return tuple(self._ex.run.key)
 
     def broadcast(self, event: str, payload: Any = None) -> None:
-        self.events.append((event, self._ex.validate_event(event, payload)))
+        """Push an event at once (stored and sent while the step still runs)."""
+        self._ex.broadcast_live(event, payload)
 
 
 class StepQueue:

@@ -13,6 +13,7 @@ import datetime as dt
 import inspect
 import json
 import logging
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -137,10 +138,15 @@ class Execution:
         self._checkpoint = False
         self._compensating = False
         self._rollback_failures: list[dict[str, Any]] = []
+        self._live_events: list[tuple[str, Any]] = []
+        self._live_flusher: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
 
     # --- the whole execution ---------------------------------------------------------------------
 
     async def execute(self) -> Outcome:
+        self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         ctx = RunContext(self)
         try:
             try:
@@ -218,6 +224,35 @@ class Execution:
         except Aborted:
             return Outcome("lost")
         return Outcome("failed")
+
+    # --- events a step broadcasts, stored at once -------------------------------------------------
+
+    def broadcast_live(self, event: str, payload: Any) -> None:
+        """From a step (async, or sync in a worker thread): store the event now, in a commit of
+        its own, so followers see progress during a slow call rather than after it. Events are
+        observations: they stay even when the attempt then fails."""
+        payload = self.validate_event(event, payload)
+        if threading.get_ident() == self._loop_thread:
+            self._queue_live(event, payload)
+        else:
+            self._loop.call_soon_threadsafe(self._queue_live, event, payload)
+
+    def _queue_live(self, event: str, payload: Any) -> None:
+        self._live_events.append((event, payload))
+        if self._live_flusher is None or self._live_flusher.done():
+            self._live_flusher = asyncio.create_task(self._flush_live_events())
+
+    async def _flush_live_events(self) -> None:
+        while self._live_events:
+            batch, self._live_events = self._live_events, []
+            try:
+                await self._commit(Commit(events=batch))
+            except Aborted:  # the lease is gone: the step's own commit will find out
+                return
+
+    async def _drain_live_events(self) -> None:
+        if self._live_flusher is not None:
+            await self._live_flusher
 
     # --- committing ------------------------------------------------------------------------------
 
@@ -327,10 +362,11 @@ class Execution:
         started = self.clock.now()
         step_ctx = StepContext(self, name, input, attempt)
         outcome, retry_after, failure = "ok", None, None
-        output = None
+        output, meta = None, None
         try:
             output = await _call_with_timeout(fn, step_ctx, timeout)
             output = normalize(output, f"the output of step {name!r}")
+            step_ctx.state = normalize(step_ctx.state, f"the state written by step {name!r}")
         except (CriticalError, BadInput) as exc:
             outcome, failure = "critical", exc
         except _StepTimeout as exc:
@@ -340,6 +376,11 @@ class Execution:
         except Exception as exc:
             outcome, failure = "error", exc
         finished = self.clock.now()
+        try:
+            meta = normalize(step_ctx.meta, f"the meta of step {name!r}") or None
+        except BadInput as exc:
+            outcome, failure = "critical", failure or exc
+        await self._drain_live_events()  # what the step broadcast is stored before its record
 
         entry = EntryWrite(
             id=entry_id,
@@ -352,11 +393,10 @@ class Execution:
             started_at=first_started or started,
             finished_at=finished,
             attempts=attempt,
-            meta=normalize(step_ctx.meta, f"the meta of step {name!r}") or None,
+            meta=meta,
         )
         if failure is None:
             entry.output = output
-            step_ctx.state = normalize(step_ctx.state, f"the state written by step {name!r}")
             commit = Commit(
                 entries=[
                     (
@@ -364,7 +404,6 @@ class Execution:
                         AttemptWrite(number=attempt, started_at=started, finished_at=finished, outcome="ok"),
                     )
                 ],
-                events=step_ctx.events,
                 messages=step_ctx.messages,
             )
             previous = copy.deepcopy(self.state)
@@ -409,7 +448,7 @@ class Execution:
             delay=decision.delay,
             retry_at=retry_at,
         )
-        commit = Commit(entries=[(entry, attempt_write)], events=list(step_ctx.events))
+        commit = Commit(entries=[(entry, attempt_write)])
         if c is not None:
             commit.events.extend(c.events)
             self.state.clear()

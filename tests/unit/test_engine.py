@@ -505,3 +505,33 @@ async def test_removed_trailing_step_is_reported_as_divergence(h):
     await h.run(one(v2))
     run = await handle.ainfo()
     assert run.status == "failed" and run.error["name"] == "HistoryDiverged"
+
+
+async def test_events__a_steps_broadcast_is_stored_while_the_step_still_runs(h):
+    seen = []
+    holder = {}
+
+    async def slow_call(step):
+        step.broadcast("progress", {"stage": "calling"})
+        for _ in range(200):
+            if len(await holder["handle"].aevents()) == 2:
+                break
+            await asyncio.sleep(0.01)
+        seen.append([e.payload for e in await holder["handle"].aevents()])
+        raise RuntimeError("and then it fails")
+
+    def sync_step(step):
+        step.broadcast("progress", {"stage": "from a thread"})
+        return 1
+
+    async def body(ctx):
+        await ctx.step("sync", sync_step)
+        await ctx.try_step("slow", slow_call, max_retries=0)
+
+    reg = one(body, events={"progress": event()})
+    handle = await h.client(reg, "wf").aget_or_create(["k"])
+    holder["handle"] = handle
+    await h.run(reg)
+    assert seen == [[{"stage": "from a thread"}, {"stage": "calling"}]]
+    # an observation stays even though the attempt failed
+    assert [e.payload["stage"] for e in await handle.aevents()] == ["from a thread", "calling"]
