@@ -5,6 +5,10 @@ model, look each company up in the CRM, summarize, publish to the CMS. One run p
 the job id. The body only calls steps; every call to the outside world is in a step, through the
 clients in `jobs.services`.
 
+`reviewedBrief` is the same brief with a person in the loop: it waits for an operator's approval
+(a message on its `approval` queue, sent from the dashboard, the API or `manage.py workflows
+send`); when nobody answers in time it escalates and keeps waiting; approved, it publishes.
+
 `invoice` is the smaller example: load the subtotal, calculate the tax, save the invoice.
 """
 
@@ -13,14 +17,19 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from jobs import prompts
 from jobs.schemas import InvoiceOrder, JobStart
 from jobs.services import cms, crm, http, model
 from workflows import CriticalError, event, queue, setup, workflow
 
-STAGES = ("queued", "extracting", "enriching", "summarizing", "publishing", "published", "failed")
+STAGES = (
+    "queued", "extracting", "enriching", "summarizing", "awaiting_approval", "escalated", "approved",
+    "rejected", "publishing", "published", "failed",
+)  # fmt: skip
+
+APPROVAL_TIMEOUT = 24 * 3600.0  # seconds an operator has before the review escalates
 
 # Model calls can be slow and rate limited: a long timeout, and patient retries (4 s, 8 s ... 60 s).
 MODEL_STEP = {
@@ -57,6 +66,12 @@ def initial_state() -> dict[str, Any]:
 async def ai_job_run(ctx) -> dict[str, Any]:
     start = await ctx.queue.next("wait-start", names=["start"])
     job = start.body
+    summary = await write_brief(ctx, job)
+    return await ctx.step("publish", partial(publish, body=summary), input=job["title"], **SERVICE_STEP)
+
+
+async def write_brief(ctx, job: dict[str, Any]) -> str:
+    """extract -> enrich-<i> (one CRM lookup per company) -> summarize; returns the brief."""
     extracted = await ctx.step("extract", extract, input=job, **MODEL_STEP)
     names = extracted["companies"]
     companies = []
@@ -64,10 +79,9 @@ async def ai_job_run(ctx) -> dict[str, Any]:
         enrich_one = partial(enrich, index=i, total=len(names))
         companies.append(await ctx.step(f"enrich-{i}", enrich_one, input=name, **SERVICE_STEP))
     facts = {"title": job["title"], "actionItems": extracted["actionItems"], "companies": companies}
-    summary = await ctx.step(
+    return await ctx.step(
         "summarize", partial(summarize, transcript=job["transcript"]), input=facts, **MODEL_STEP
     )
-    return await ctx.step("publish", partial(publish, body=summary), input=job["title"], **SERVICE_STEP)
 
 
 # --- its steps ------------------------------------------------------------------------------------
@@ -175,6 +189,66 @@ ai_job = workflow(
 )
 
 
+# --- reviewedBrief: a person approves before publishing -------------------------------------------
+
+
+class Approval(BaseModel):
+    """An operator's verdict on the `approval` queue."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "reject"]
+    by: str = Field(min_length=1, max_length=200)
+    note: str | None = Field(default=None, max_length=2000)
+
+
+async def reviewed_brief_run(ctx) -> dict[str, Any]:
+    job = (await ctx.queue.next("wait-start", names=["start"])).body
+    summary = await write_brief(ctx, job)
+    await ctx.step("request-approval", request_approval, input={"title": job["title"], "summary": summary})
+    verdict = await ctx.queue.next(
+        "wait-approval", names=["approval"], timeout=APPROVAL_TIMEOUT, completable=True
+    )
+    if verdict is None:
+        await ctx.step(
+            "escalate", escalate, input={"title": job["title"], "waited_seconds": APPROVAL_TIMEOUT}
+        )
+        verdict = await ctx.queue.next("wait-escalated-approval", names=["approval"], completable=True)
+    review = await ctx.step("record-decision", record_decision, input=verdict.body)
+    await verdict.complete({"decision": review["decision"]})
+    if review["decision"] == "reject":
+        return {"rejected": True, "by": review["by"]}
+    return await ctx.step("publish", partial(publish, body=summary), input=job["title"], **SERVICE_STEP)
+
+
+def request_approval(step) -> None:
+    _stage(step, "awaiting_approval", f"brief for {step.input['title']!r} waits for an operator")
+
+
+def escalate(step) -> None:
+    hours = step.input["waited_seconds"] / 3600
+    step.state["escalated"] = True
+    _stage(step, "escalated", f"no decision after {hours:g}h: escalated, still waiting for approval")
+
+
+def record_decision(step) -> dict[str, Any]:
+    review = {"decision": step.input["decision"], "by": step.input["by"], "note": step.input.get("note")}
+    step.state["review"] = review
+    stage = "approved" if review["decision"] == "approve" else "rejected"
+    _stage(step, stage, f"{stage} by {review['by']}" + (f": {review['note']}" if review["note"] else ""))
+    return review
+
+
+reviewed_brief = workflow(
+    reviewed_brief_run,
+    state=lambda: {**initial_state(), "escalated": False, "review": None},
+    queues={"start": queue(JobStart), "approval": queue(Approval)},
+    events={"progress": event(Progress)},
+    actions={"status": lambda c: {"status": c.status, **c.state}},
+    on_error=on_error,
+)
+
+
 # --- invoice: the smaller example -----------------------------------------------------------------
 
 TAX_RATES_BP = {"EU": 2000, "UK": 2000, "US-CA": 725, "US-NY": 400, "US-OR": 0}  # basis points
@@ -218,4 +292,4 @@ invoice = workflow(
     actions={"total": lambda c: (c.state.get("invoice") or {}).get("total_cents")},
 )
 
-registry = setup(use={"aiJob": ai_job, "invoice": invoice})
+registry = setup(use={"aiJob": ai_job, "reviewedBrief": reviewed_brief, "invoice": invoice})

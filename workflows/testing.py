@@ -40,9 +40,11 @@ async def arun_until_idle(
     store: Store | None = None,
     clock: FakeClock | None = None,
     concurrency: int = 10,
+    advance: bool = True,
 ) -> FakeClock:
     """Run every runnable run; when none is left but some sleep, jump the clock to the earliest
-    wake and go on. Returns when only message waits (or nothing) remain. Returns the clock used."""
+    wake and go on. Returns when only message waits (or nothing) remain. With `advance=False` the
+    clock stays put: only what is due now runs (e.g. to act before a timeout). Returns the clock."""
     from .conf import default_store
     from .conf import registry as configured_registry
 
@@ -53,7 +55,7 @@ async def arun_until_idle(
         runner = Runner(registry=registry, store=store, clock=clock, concurrency=concurrency, watch=False)
         await runner.run_due()
         when = await store.anext_wake_at(owner="", workflows=registry.names())
-        if when is None:
+        if when is None or (not advance and when > clock.now()):
             return clock
         clock.set(when)
     raise RuntimeError(f"runs still active after {MAX_ROUNDS} rounds of run_until_idle")
@@ -65,5 +67,8 @@ def run_until_idle(
     store: Store | None = None,
     clock: FakeClock | None = None,
     concurrency: int = 10,
+    advance: bool = True,
 ) -> FakeClock:
-    return async_to_sync(arun_until_idle)(registry, store=store, clock=clock, concurrency=concurrency)
+    return async_to_sync(arun_until_idle)(
+        registry, store=store, clock=clock, concurrency=concurrency, advance=advance
+    )
