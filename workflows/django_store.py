@@ -427,7 +427,7 @@ class DjangoStore(Store):
         if cursor.fetchone() is not None:
             cursor.execute("UPDATE workflows_run SET wake_at = %s WHERE id = %s", [self._t(now), rid])
 
-    def _insert_message(self, cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> int:
+    def _insert_message(self, cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
         """Store a message and wake its run; the caller holds a transaction."""
         if outgoing.run_id is not None:
             target = Run.objects.filter(id=outgoing.run_id).values_list("id", "status").first()
@@ -469,7 +469,9 @@ class DjangoStore(Store):
             "INSERT INTO workflows_message (run_id, queue, body, sent_at) VALUES (%s, %s, %s, %s) RETURNING id",
             [rid, outgoing.queue, self._j(outgoing.body), self._t(now)],
         )
-        return cursor.fetchone()[0]
+        return MessageRecord(
+            id=cursor.fetchone()[0], run_id=str(run_pk), queue=outgoing.queue, body=outgoing.body, sent_at=now
+        )
 
     def available_messages(self, run_id: str, queues: list[str] | None, limit: int) -> list[MessageRecord]:
         rows = Message.objects.filter(run_id=run_id, consumed_at__isnull=True)
@@ -481,9 +483,9 @@ class DjangoStore(Store):
 
     def send(self, message: OutgoingMessage, *, now: dt.datetime) -> MessageRecord:
         with transaction.atomic(), connection.cursor() as cursor:
-            message_id = self._insert_message(cursor, message, now)
+            record = self._insert_message(cursor, message, now)
             self._notify(cursor)
-        return self.get_message(message_id)
+        return record
 
     def get_message(self, message_id: int) -> MessageRecord:
         return message_record(Message.objects.get(id=message_id))
