@@ -1,3 +1,6 @@
-"""WebSocket routes (filled by the inspector app)."""
+"""WebSocket routes: a run's events (`ws/runs/<run_id>/?after=<cursor>`) and the dashboard's
+live list (`ws/runs/`), served by the inspector app."""
 
-websocket_urlpatterns: list = []
+from inspector.routing import websocket_urlpatterns
+
+__all__ = ["websocket_urlpatterns"]

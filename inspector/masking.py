@@ -11,6 +11,7 @@ are split at `_`, `-`, `.`, spaces and camelCase humps. Plural counters such as 
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -44,7 +45,7 @@ def is_secret_key(key: str) -> bool:
     joined = "".join(words)
     if joined in _SECRET_WORDS:
         return True
-    return any(a == "api" and b == "key" for a, b in zip(words, words[1:], strict=False))
+    return any(a == "api" and b == "key" for a, b in itertools.pairwise(words))
 
 
 def mask_text(text: str) -> str:
@@ -57,11 +58,23 @@ def mask_text(text: str) -> str:
 def mask(value: Any) -> Any:
     """A copy of a JSON value with every secret masked (see the module docstring)."""
     if isinstance(value, dict):
-        return {
-            k: (MASK if v is not None and is_secret_key(k) else mask(v)) for k, v in value.items()
-        }
+        return {k: (MASK if v is not None and is_secret_key(k) else mask(v)) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [mask(v) for v in value]
     if isinstance(value, str):
         return mask_text(value)
     return value
+
+
+def unmask(edited: Any, original: Any) -> Any:
+    """Put the original secrets back where an edited copy of a masked value still holds the mask,
+    so an operator can edit a step's input without ever seeing (or retyping) its secrets."""
+    if edited == MASK or (
+        isinstance(edited, str) and isinstance(original, str) and edited == mask_text(original)
+    ):
+        return original
+    if isinstance(edited, dict) and isinstance(original, dict):
+        return {k: unmask(v, original[k]) if k in original else v for k, v in edited.items()}
+    if isinstance(edited, list) and isinstance(original, list) and len(edited) == len(original):
+        return [unmask(e, o) for e, o in zip(edited, original, strict=True)]
+    return edited

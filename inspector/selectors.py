@@ -172,6 +172,8 @@ class RunPage:
     last_event_id: int
     audit: list[AuditEntry]
     usage_total: dict[str, int]
+    queued: str  # from creation to the first claim
+    attempt_total: int
 
 
 def _entry_order(entry: Entry) -> tuple:
@@ -254,7 +256,7 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
     ]
     timeline = build_timeline(
         spans,
-        start=run.created_at,
+        start=run.started_at or run.created_at,  # from the first claim: queueing shows in the facts
         end=run.finished_at,
         now=now,
         running=run.status == RunStatus.RUNNING,
@@ -313,6 +315,8 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
         last_event_id=event_rows[-1].id if event_rows else 0,
         audit=audit,
         usage_total=dict(usage_total),
+        queued=format_duration((run.started_at - run.created_at).total_seconds()) if run.started_at else "—",
+        attempt_total=sum(view.entry.attempts for view in steps),
     )
 
 

@@ -134,7 +134,9 @@ def build_timeline(
             attempts = sorted(e.attempts, key=lambda a: a.number)
             for i, a in enumerate(attempts):
                 took = format_duration((a.finished_at - a.started_at).total_seconds())
-                row.segments.append(place(a.started_at, a.finished_at, a.outcome, f"attempt {a.number}: {a.outcome}, {took}"))
+                row.segments.append(
+                    place(a.started_at, a.finished_at, a.outcome, f"attempt {a.number}: {a.outcome}, {took}")
+                )
                 if a.outcome == "ok":
                     continue
                 following = attempts[i + 1].started_at if i + 1 < len(attempts) else None
@@ -144,7 +146,11 @@ def build_timeline(
                         row.note = f"next attempt in {format_duration((a.retry_at - now).total_seconds())}"
                 if following is not None and following > a.finished_at:
                     waited = format_duration((following - a.finished_at).total_seconds())
-                    row.segments.append(place(a.finished_at, following, "backoff", f"backoff after attempt {a.number}: {waited}"))
+                    row.segments.append(
+                        place(
+                            a.finished_at, following, "backoff", f"backoff after attempt {a.number}: {waited}"
+                        )
+                    )
             if not attempts and e.started_at is None:
                 row.note = "queued to run again"
         elif e.started_at is not None:
@@ -163,7 +169,14 @@ def build_timeline(
     if running:
         since = max(t for t in (last_end, running_since, start) if t is not None)
         row = Row(None, "running…", "step", "running", False)
-        row.segments.append(place(since, max(now, since), "running", f"in progress for {format_duration((now - since).total_seconds())}"))
+        row.segments.append(
+            place(
+                since,
+                max(now, since),
+                "running",
+                f"in progress for {format_duration((now - since).total_seconds())}",
+            )
+        )
         rows.append(row)
 
     step = _nice_step(span)

@@ -1,0 +1,317 @@
+"""The operators' actions in the admin: a confirmation page listing exactly what will change, then
+one call to `workflows.operations` (which writes the audit entry) with the user as actor.
+
+Each action needs its own permission (see inspector.models.RunOperation); a staff user without it
+gets 403. The views only check, render and call: the operation decides what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from workflows import conf, operations
+from workflows.exceptions import WorkflowError
+from workflows.models import Entry, Run
+from workflows.records import EntryStatus, RunStatus
+
+from . import live, selectors
+from .forms import ReplayForm, SendForm, WhyForm
+from .masking import mask, unmask
+
+PERMISSIONS = {
+    "replay": "inspector.replay_run",
+    "retry": "inspector.retry_step_now",
+    "cancel": "inspector.cancel_run",
+    "send": "inspector.send_message",
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One line of a confirmation page: what, from, to."""
+
+    what: str
+    before: str = ""
+    after: str = ""
+
+
+def allowed(request: HttpRequest, action: str) -> bool:
+    return request.user.has_perm(PERMISSIONS[action])
+
+
+def _require(model_admin, request: HttpRequest, action: str) -> None:
+    if not (model_admin.has_view_permission(request) and allowed(request, action)):
+        raise PermissionDenied
+
+
+def _run(run_id: str) -> Run:
+    run_id = selectors.parse_run_id(run_id)
+    run = Run.objects.filter(id=run_id).first() if run_id else None
+    if run is None:
+        raise Http404("no such run")
+    return run
+
+
+def _entry(run: Run, entry_id: int) -> Entry:
+    entry = selectors.current_entry(str(run.id), entry_id)
+    if entry is None:
+        raise Http404("no such current entry (it may have been replayed already)")
+    return entry
+
+
+def _inspect_url(run: Run) -> str:
+    return reverse("admin:workflows_run_inspect", args=[run.id])
+
+
+def _render(model_admin, request, template: str, run: Run, title: str, **context: Any) -> TemplateResponse:
+    ctx = {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.model._meta,
+        "run": run,
+        "title": title,
+        "inspect_url": _inspect_url(run),
+        **context,
+    }
+    return TemplateResponse(request, f"admin/workflows/run/{template}", ctx)
+
+
+def _done(request: HttpRequest, run: Run, text: str) -> HttpResponseRedirect:
+    live.poke(str(run.id))
+    messages.success(request, text)
+    return HttpResponseRedirect(_inspect_url(run))
+
+
+def _actor(request: HttpRequest) -> str:
+    return request.user.get_username()
+
+
+# --- replay from a step -----------------------------------------------------------------------
+
+
+def replay_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -> HttpResponse:
+    _require(model_admin, request, "replay")
+    run = _run(run_id)
+    entry = _entry(run, entry_id)
+    plan = operations.replay_plan(str(run.id), entry.id)
+    form = ReplayForm(
+        request.POST or None, initial={"input": json.dumps(mask(entry.input), indent=2, ensure_ascii=False)}
+    )
+    error = None
+    if request.method == "POST" and form.is_valid():
+        edit = form.cleaned_data["edit_input"]
+        try:
+            operations.replay_from(
+                str(run.id),
+                entry.id,
+                actor=_actor(request),
+                reason=form.cleaned_data["why"],
+                input=unmask(form.cleaned_data["input"], entry.input) if edit else None,
+                edit_input=edit,
+            )
+        except WorkflowError as exc:
+            error = str(exc)
+        else:
+            return _done(
+                request, run, f"Run replays from “{entry.name}”: {len(plan)} record(s) kept as history."
+            )
+    changes = [
+        Change(
+            f"{e.kind} “{e.name}” (#{e.position})",
+            f"{e.status}, {e.attempts} attempt(s)",
+            "superseded: kept as history, runs again",
+        )
+        for e in plan
+    ]
+    changes.append(Change("run status", run.status, "pending: a runner picks it up now"))
+    if run.error:
+        changes.append(Change("run error", str((run.error or {}).get("message", ""))[:200], "cleared"))
+    kept = Entry.objects.filter(
+        run=run, scope=entry.scope, position__lt=entry.position, superseded=False
+    ).count()
+    return _render(
+        model_admin,
+        request,
+        "confirm_replay.html",
+        run,
+        f"Replay from “{entry.name}”",
+        entry=entry,
+        entry_input=mask(entry.input),
+        changes=changes,
+        kept=kept,
+        busy=run.status == RunStatus.RUNNING,
+        form=form,
+        error=error,
+    )
+
+
+# --- retry a step now -------------------------------------------------------------------------
+
+
+def retry_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -> HttpResponse:
+    _require(model_admin, request, "retry")
+    run = _run(run_id)
+    entry = _entry(run, entry_id)
+    form = WhyForm(request.POST or None)
+    error = None
+    if entry.status != EntryStatus.RETRYING:
+        error = f"“{entry.name}” is {entry.status}, not waiting to retry: there is nothing to hurry."
+    elif request.method == "POST" and form.is_valid():
+        try:
+            operations.retry_now(
+                str(run.id), entry.id, actor=_actor(request), reason=form.cleaned_data["why"]
+            )
+        except WorkflowError as exc:
+            error = str(exc)
+        else:
+            return _done(request, run, f"“{entry.name}” will retry now (attempt {entry.attempts + 1}).")
+    due = entry.wake_at.isoformat(sep=" ", timespec="seconds") if entry.wake_at else "—"
+    changes = [
+        Change(f"step “{entry.name}”: attempt {entry.attempts + 1}", f"due {due}", "due now"),
+    ]
+    if run.status == RunStatus.WAITING:
+        changes.append(Change("run", "waiting for the backoff", "woken now"))
+    return _render(
+        model_admin,
+        request,
+        "confirm_action.html",
+        run,
+        f"Retry “{entry.name}” now",
+        action="retry",
+        button="Yes, retry now",
+        entry=entry,
+        changes=changes,
+        form=form,
+        error=error,
+        blocked=entry.status != EntryStatus.RETRYING,
+    )
+
+
+# --- cancel -----------------------------------------------------------------------------------
+
+
+def cancel_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
+    _require(model_admin, request, "cancel")
+    run = _run(run_id)
+    form = WhyForm(request.POST or None)
+    error = None
+    terminal = run.status in RunStatus.TERMINAL
+    if terminal:
+        error = f"The run is already {run.status}."
+    elif request.method == "POST" and form.is_valid():
+        try:
+            operations.cancel(str(run.id), actor=_actor(request), reason=form.cleaned_data["why"])
+        except WorkflowError as exc:
+            error = str(exc)
+        else:
+            return _done(request, run, "Cancellation requested.")
+    when = (
+        "at its next step boundary (the step running now finishes first)"
+        if run.status == RunStatus.RUNNING
+        else "at once (a runner records it within moments)"
+    )
+    pending = run.messages.filter(consumed_at__isnull=True).count()
+    changes = [Change("run status", run.status, f"cancelled, {when}")]
+    if pending:
+        changes.append(Change("pending messages", str(pending), "left unconsumed"))
+    changes.append(Change("recorded steps", "kept", "kept (no rollback runs on cancel)"))
+    return _render(
+        model_admin,
+        request,
+        "confirm_action.html",
+        run,
+        "Cancel this run",
+        action="cancel",
+        button="Yes, cancel the run",
+        danger=True,
+        changes=changes,
+        form=form,
+        error=error,
+        blocked=terminal,
+    )
+
+
+# --- send a message ---------------------------------------------------------------------------
+
+
+def _queues(run: Run) -> list[str]:
+    try:
+        return sorted(conf.registry().get(run.workflow).queues)
+    except WorkflowError:
+        return []
+
+
+def _waiting_on(run: Run) -> list[str] | None:
+    """The queues the run's open wait listens to ([] = all), or None when it waits on none."""
+    wait = Entry.objects.filter(
+        run=run, kind=Entry.Kind.QUEUE, status=EntryStatus.WAITING, superseded=False
+    ).first()
+    if wait is None:
+        return None
+    return list((wait.input or {}).get("queues") or [])
+
+
+def send_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
+    _require(model_admin, request, "send")
+    run = _run(run_id)
+    queues = _queues(run)
+    form = SendForm(request.POST or None, queues=queues, initial={"queue": request.GET.get("queue")})
+    error, preview = None, None
+    terminal = run.status in RunStatus.TERMINAL
+    if not queues:
+        error = f"The workflow “{run.workflow}” is not in this server's registries, or has no queues."
+    elif terminal:
+        error = f"The run is {run.status}: it takes no more messages."
+    elif request.method == "POST" and form.is_valid():
+        queue, body = form.cleaned_data["queue"], form.cleaned_data["body"]
+        try:
+            # Validate against the queue's schema before anything is asked for or stored.
+            spec = conf.registry().get(run.workflow).queue_spec(queue, run.workflow)
+            body = spec.validate(f"queue {run.workflow}.{queue}", body)
+            if form.cleaned_data.get("confirmed") == "1":
+                message_id = operations.send(
+                    str(run.id),
+                    queue,
+                    body,
+                    registry=conf.registry(),
+                    actor=_actor(request),
+                    reason=form.cleaned_data["why"],
+                )
+                return _done(request, run, f"Message {message_id} sent to “{queue}”.")
+            preview = {"queue": queue, "body": mask(body)}
+        except WorkflowError as exc:
+            error = str(exc)
+    changes = []
+    if preview is not None:
+        waiting = _waiting_on(run)
+        wakes = waiting is not None and (not waiting or preview["queue"] in waiting)
+        changes = [
+            Change("new message", "", f"on queue “{preview['queue']}”, stored before this page returns"),
+            Change(
+                "run",
+                run.status,
+                "woken: its open wait takes this message"
+                if wakes
+                else "unchanged until its code reads this queue",
+            ),
+        ]
+    return _render(
+        model_admin,
+        request,
+        "confirm_send.html",
+        run,
+        "Send a message",
+        form=form,
+        error=error,
+        preview=preview,
+        changes=changes,
+        blocked=terminal or not queues,
+        body_text=request.POST.get("body", ""),
+    )

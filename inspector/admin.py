@@ -1,0 +1,231 @@
+"""The run inspector in the Django admin: stock, read-only model admins plus one custom page per run
+(through `get_urls()` + `admin_site.admin_view`) and the operators' confirmation pages."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import admin
+from django.db.models import Q
+from django.http import Http404, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from workflows.models import AuditEntry, Run
+
+from . import actions, selectors
+from .timeline import format_duration
+
+
+class WorkflowFilter(admin.SimpleListFilter):
+    title = "workflow"
+    parameter_name = "workflow"
+
+    def lookups(self, request, model_admin):
+        names = Run.objects.order_by("workflow").values_list("workflow", flat=True).distinct()
+        return [(n, n) for n in names]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(workflow=self.value()) if self.value() else queryset
+
+
+class VersionFilter(admin.SimpleListFilter):
+    title = "version"
+    parameter_name = "version"
+
+    def lookups(self, request, model_admin):
+        runs = Run.objects.order_by("workflow", "version")
+        if request.GET.get("workflow"):
+            runs = runs.filter(workflow=request.GET["workflow"])
+        pairs = runs.values_list("workflow", "version").distinct()
+        return [(v, f"{w} @ {v or '—'}") for w, v in pairs]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(version=self.value()) if self.value() is not None else queryset
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = [
+        "run_link",
+        "workflow",
+        "version_short",
+        "key_display",
+        "status_badge",
+        "created_at",
+        "duration",
+        "current_step",
+        "attempts",
+    ]
+    list_display_links = None
+    list_filter = ["status", WorkflowFilter, VersionFilter, ("created_at", admin.DateFieldListFilter)]
+    search_fields = ["key_text"]
+    search_help_text = "Search by run id (whole or its first 8+ characters) or by key."
+    ordering = ["-created_at"]
+    list_per_page = 50
+    show_full_result_count = False
+
+    # --- read-only --------------------------------------------------------------------------------
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    # --- the list ---------------------------------------------------------------------------------
+
+    def get_queryset(self, request):
+        return selectors.with_progress(super().get_queryset(request))
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        hexed = term.replace("-", "").lower()
+        if len(hexed) >= 8 and all(c in "0123456789abcdef" for c in hexed):
+            if len(hexed) == 32:
+                return queryset.filter(Q(id=uuid.UUID(hexed)) | Q(key_text__icontains=term)), False
+            matches = self._ids_starting_with(queryset, hexed)
+            if matches:
+                return queryset.filter(Q(id__in=matches) | Q(key_text__icontains=term)), False
+        return super().get_search_results(request, queryset, search_term)
+
+    @staticmethod
+    def _ids_starting_with(queryset, prefix: str, limit: int = 200) -> list:
+        # UUIDs are stored as uuid (PostgreSQL) or 32 hex chars (SQLite); a range of the 128-bit
+        # value finds a prefix on both with the primary key's index.
+        low = uuid.UUID(prefix.ljust(32, "0"))
+        high = uuid.UUID(prefix.ljust(32, "f"))
+        return list(queryset.filter(id__gte=low, id__lte=high).values_list("id", flat=True)[:limit])
+
+    @admin.display(description="run", ordering="id")
+    def run_link(self, run):
+        return format_html(
+            '<a class="wf-mono" href="{}" title="{}">{}</a>',
+            reverse("admin:workflows_run_inspect", args=[run.id]),
+            run.id,
+            str(run.id)[:8],
+        )
+
+    @admin.display(description="version", ordering="version")
+    def version_short(self, run):
+        return format_html('<span class="wf-mono" title="{}">{}</span>', run.version, run.version[:12] or "—")
+
+    @admin.display(description="key", ordering="key_text")
+    def key_display(self, run):
+        return format_html('<span class="wf-mono">{}</span>', " / ".join(str(k) for k in run.key))
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, run):
+        flag = " ⏻" if run.cancel_requested and run.status not in ("cancelled", "completed", "failed") else ""
+        return format_html('<span class="wf-badge wf-{}">{}{}</span>', run.status, run.status, flag)
+
+    @admin.display(description="duration")
+    def duration(self, run):
+        return format_duration(selectors.run_duration(run))
+
+    @admin.display(description="current step")
+    def current_step(self, run):
+        if not run.current_step:
+            return "—"
+        return format_html(
+            '{} <span class="wf-badge wf-{} wf-small">{}</span>',
+            run.current_step,
+            run.current_step_status,
+            run.current_step_status,
+        )
+
+    @admin.display(description="attempts", ordering="attempt_total")
+    def attempts(self, run):
+        return run.attempt_total
+
+    # --- one run ----------------------------------------------------------------------------------
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("<str:run_id>/inspect/", wrap(self.inspect_view), name="workflows_run_inspect"),
+            path("<str:run_id>/inspect/live/", wrap(self.fragment_view), name="workflows_run_fragment"),
+            path(
+                "<str:run_id>/replay/<int:entry_id>/",
+                wrap(lambda r, run_id, entry_id: actions.replay_view(self, r, run_id, entry_id)),
+                name="workflows_run_replay",
+            ),
+            path(
+                "<str:run_id>/retry/<int:entry_id>/",
+                wrap(lambda r, run_id, entry_id: actions.retry_view(self, r, run_id, entry_id)),
+                name="workflows_run_retry",
+            ),
+            path(
+                "<str:run_id>/cancel/",
+                wrap(lambda r, run_id: actions.cancel_view(self, r, run_id)),
+                name="workflows_run_cancel",
+            ),
+            path(
+                "<str:run_id>/send/",
+                wrap(lambda r, run_id: actions.send_view(self, r, run_id)),
+                name="workflows_run_send",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        return HttpResponseRedirect(reverse("admin:workflows_run_inspect", args=[object_id]))
+
+    def _page_context(self, request, run_id: str) -> dict:
+        if not self.has_view_permission(request):
+            from django.core.exceptions import PermissionDenied
+
+            raise PermissionDenied
+        page = selectors.run_page(run_id)
+        if page is None:
+            raise Http404("no such run")
+        return {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"{page.run.workflow} {' / '.join(page.run.key)}",
+            "subtitle": str(page.run.id),
+            "page": page,
+            "run": page.run,
+            "can": {name: actions.allowed(request, name) for name in actions.PERMISSIONS},
+            "fragment_url": reverse("admin:workflows_run_fragment", args=[page.run.id]),
+        }
+
+    def inspect_view(self, request, run_id):
+        return TemplateResponse(
+            request, "admin/workflows/run/inspect.html", self._page_context(request, run_id)
+        )
+
+    def fragment_view(self, request, run_id):
+        return TemplateResponse(
+            request, "admin/workflows/run/_run_body.html", self._page_context(request, run_id)
+        )
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "run_link", "action", "actor", "reason"]
+    list_filter = ["action", ("created_at", admin.DateFieldListFilter)]
+    search_fields = ["actor", "reason"]
+    ordering = ["-created_at", "-id"]
+    list_display_links = None
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="run")
+    def run_link(self, entry):
+        return format_html(
+            '<a class="wf-mono" href="{}">{}</a>',
+            reverse("admin:workflows_run_inspect", args=[entry.run_id]),
+            str(entry.run_id)[:8],
+        )

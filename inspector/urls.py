@@ -1,0 +1,14 @@
+"""The operator dashboard, mounted at /dashboard/ by config/urls.py."""
+
+from django.urls import path
+
+from . import views
+
+app_name = "inspector"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("stats/", views.stats_fragment, name="stats"),
+    path("runs/<uuid:run_id>/", views.run, name="run"),
+    path("runs/<uuid:run_id>/live/", views.run_fragment, name="run_fragment"),
+]
