@@ -69,6 +69,7 @@ ROLLBACK_OPTIONS = {
     "retry_backoff_max": 30.0,
 }
 SETTLED = (EntryStatus.COMPLETED, EntryStatus.FAILED)
+STEP_MARK_AFTER = 0.5  # seconds a step runs before it is marked `running` in the store
 
 
 class _Unwind(BaseException):
@@ -356,6 +357,7 @@ class Execution:
                 raise StepFailed(name, error.get("kind", "exhausted"), error, replayed=True)
             if recorded.wake_at is not None and recorded.wake_at > self.clock.now():
                 raise Suspend(recorded.wake_at)  # backoff not over (an early wake)
+            # RETRYING, or RUNNING: an attempt a crash cut short (it left no attempt record)
             attempt, entry_id, first_started = recorded.attempts + 1, recorded.id, recorded.started_at
             input = recorded.input  # an operator may have edited it before a rerun
 
@@ -363,6 +365,14 @@ class Execution:
         step_ctx = StepContext(self, name, input, attempt)
         outcome, retry_after, failure = "ok", None, None
         output, meta = None, None
+        marker = _RunningMarker(
+            self,
+            EntryWrite(
+                id=entry_id, scope=scope, position=slot.position, name=name, kind=EntryKind.STEP,
+                status=EntryStatus.RUNNING, input=input, started_at=first_started or started,
+                attempts=attempt - 1,
+            ),
+        )  # fmt: skip
         try:
             output = await _call_with_timeout(fn, step_ctx, timeout)
             output = normalize(output, f"the output of step {name!r}")
@@ -375,12 +385,16 @@ class Execution:
             outcome, failure, retry_after = "error", exc, exc.seconds
         except Exception as exc:
             outcome, failure = "error", exc
+        except asyncio.CancelledError:  # a lost race, a stopping runner: no marker after the fact
+            marker.abandon()
+            raise
         finished = self.clock.now()
         try:
             meta = normalize(step_ctx.meta, f"the meta of step {name!r}") or None
         except BadInput as exc:
             outcome, failure = "critical", failure or exc
         await self._drain_live_events()  # what the step broadcast is stored before its record
+        entry_id = await marker.settle(entry_id)
 
         entry = EntryWrite(
             id=entry_id,
@@ -656,6 +670,39 @@ class Execution:
 
 class _StepTimeout(Exception):
     pass
+
+
+class _RunningMarker:
+    """Marks a step `running` in the store once it has run STEP_MARK_AFTER seconds, so the
+    inspector shows a slow step (a model call) while it runs. Fast steps never pay for it: the
+    timer is cancelled before it fires, and the step's record is its one commit."""
+
+    def __init__(self, execution: Execution, write: EntryWrite) -> None:
+        self._ex = execution
+        self._write = write
+        self._committing = False
+        self._task = asyncio.create_task(self._mark())
+
+    async def _mark(self) -> int | None:
+        await asyncio.sleep(STEP_MARK_AFTER)
+        self._committing = True  # from here on it is never cancelled: its id must be known
+        try:
+            result = await self._ex._commit(Commit(entries=[(self._write, None)]))
+        except Aborted:
+            return None
+        return result.entry_ids[0]
+
+    def abandon(self) -> None:
+        if not self._committing:
+            self._task.cancel()
+
+    async def settle(self, entry_id: int | None) -> int | None:
+        """The entry id the step's record must update (the marker's, when it was written)."""
+        if not self._committing:
+            self._task.cancel()
+            return entry_id
+        marked = await self._task
+        return marked if marked is not None else entry_id
 
 
 async def _call_with_timeout(fn: Callable[[StepContext], Any], step: StepContext, timeout: float) -> Any:

@@ -74,6 +74,7 @@ class Entry(models.Model):
         FAILED = EntryStatus.FAILED
         RETRYING = EntryStatus.RETRYING
         WAITING = EntryStatus.WAITING
+        RUNNING = EntryStatus.RUNNING
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="entries")
     scope = models.CharField(max_length=500, blank=True, default="")

@@ -24,8 +24,9 @@ class EntryStatus:
     FAILED = "failed"  # terminal: critical, timeout or exhausted
     RETRYING = "retrying"  # a failed attempt; the next one is due at wake_at
     WAITING = "waiting"  # a sleep or queue wait not yet satisfied
+    RUNNING = "running"  # a slow step's attempt in progress (or cut short by a crash)
 
-    ALL = (COMPLETED, FAILED, RETRYING, WAITING)
+    ALL = (COMPLETED, FAILED, RETRYING, WAITING, RUNNING)
 
 
 class EntryKind:

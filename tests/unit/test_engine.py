@@ -535,3 +535,56 @@ async def test_events__a_steps_broadcast_is_stored_while_the_step_still_runs(h):
     assert seen == [[{"stage": "from a thread"}, {"stage": "calling"}]]
     # an observation stays even though the attempt failed
     assert [e.payload["stage"] for e in await handle.aevents()] == ["from a thread", "calling"]
+
+
+async def test_slow_step__is_marked_running_while_it_runs_then_completed_in_place(h):
+    from workflows import executor
+
+    seen = []
+    holder = {}
+
+    async def slow(step):
+        for _ in range(300):
+            running = [e for e in h.store.load_history(holder["id"]) if e.status == "running"]
+            if running:
+                seen.append((running[0].name, running[0].attempts))
+                return "done"
+            await asyncio.sleep(0.01)
+        return "never marked"
+
+    async def body(ctx):
+        await ctx.step("fast", lambda s: 1)
+        return await ctx.step("slow", slow)
+
+    reg = one(body)
+    handle = await h.client(reg, "wf").aget_or_create(["k"])
+    holder["id"] = handle.run_id
+    original, executor.STEP_MARK_AFTER = executor.STEP_MARK_AFTER, 0.05
+    try:
+        await h.run(reg)
+    finally:
+        executor.STEP_MARK_AFTER = original
+    assert seen == [("slow", 0)]
+    entries = h.store.load_history(handle.run_id)
+    assert [(e.name, e.status) for e in entries] == [("fast", "completed"), ("slow", "completed")]
+    assert (await handle.ainfo()).result == "done"
+
+
+async def test_crash_mid_step__a_running_record_resumes_as_the_next_attempt(h):
+    from workflows.records import Commit, EntryWrite
+
+    calls = []
+
+    async def body(ctx):
+        return await ctx.step("call", lambda s: calls.append(s.attempt) or s.attempt)
+
+    reg = one(body)
+    handle = await h.client(reg, "wf").aget_or_create(["k"])
+    # what a runner killed mid-attempt leaves: the `running` marker and nothing else
+    [run] = h.store.claim(owner="dead", workflows=["wf"], limit=1, lease_seconds=30, now=h.clock.now())
+    marker = EntryWrite(id=None, scope="", position=0, name="call", kind="step", status="running", attempts=0)
+    h.store.commit(run_id=run.id, owner="dead", commit=Commit(entries=[(marker, None)]), now=h.clock.now())
+    h.wake_early(run.id)
+    h.steal_lease(run.id, "")
+    await h.run(reg)
+    assert calls == [1] and (await handle.ainfo()).result == 1
