@@ -36,7 +36,7 @@ from .store import Store
 logger = logging.getLogger("workflows.store")
 
 NOTIFY_CHANNEL = "workflows_wake"
-SQLITE_POLL = 0.05  # seconds between data_version checks: an in-process call, no table read
+SQLITE_POLL = 0.01  # seconds between data_version checks: an in-process call, no table read
 LISTEN_RETRY = 1.0  # seconds before reconnecting a dropped LISTEN connection
 _LIVE = (RunStatus.PENDING, RunStatus.WAITING, RunStatus.RUNNING)
 
