@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from workflows.models import AuditEntry, Run
@@ -53,7 +54,7 @@ class RunAdmin(admin.ModelAdmin):
         "version_short",
         "key_display",
         "status_badge",
-        "created_at",
+        "created",
         "duration",
         "current_step",
         "attempts",
@@ -81,6 +82,10 @@ class RunAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return selectors.with_progress(super().get_queryset(request))
+
+    def changelist_view(self, request, extra_context=None):
+        title = "Failed runs" if request.GET.get("status__exact") == "failed" else "Runs"
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
@@ -116,12 +121,21 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.display(description="key", ordering="key_text")
     def key_display(self, run):
-        return format_html('<span class="wf-mono">{}</span>', " / ".join(str(k) for k in run.key))
+        return format_html('<span class="wf-mono wf-nowrap">{}</span>', " / ".join(str(k) for k in run.key))
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, run):
         flag = " ⏻" if run.cancel_requested and run.status not in ("cancelled", "completed", "failed") else ""
         return format_html('<span class="wf-badge wf-{}">{}{}</span>', run.status, run.status, flag)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, run):
+        local = timezone.localtime(run.created_at)
+        return format_html(
+            '<span class="wf-nowrap" title="{}">{}</span>',
+            local.isoformat(),
+            local.strftime("%Y-%m-%d %H:%M:%S"),
+        )
 
     @admin.display(description="duration")
     def duration(self, run):

@@ -30,7 +30,7 @@ class EntrySpan:
     id: int
     name: str
     kind: str  # step | sleep | queue
-    status: str  # completed | failed | retrying | waiting
+    status: str  # completed | failed | retrying | waiting | running
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
     wake_at: dt.datetime | None = None
@@ -140,9 +140,9 @@ def build_timeline(
                 if a.outcome == "ok":
                     continue
                 following = attempts[i + 1].started_at if i + 1 < len(attempts) else None
-                if following is None and e.status == "retrying" and not e.superseded:
+                if following is None and e.status in ("retrying", "running") and not e.superseded:
                     following = min(now, a.retry_at or now)
-                    if a.retry_at is not None and a.retry_at > now:
+                    if e.status == "retrying" and a.retry_at is not None and a.retry_at > now:
                         row.note = f"next attempt in {format_duration((a.retry_at - now).total_seconds())}"
                 if following is not None and following > a.finished_at:
                     waited = format_duration((following - a.finished_at).total_seconds())
@@ -151,7 +151,17 @@ def build_timeline(
                             a.finished_at, following, "backoff", f"backoff after attempt {a.number}: {waited}"
                         )
                     )
-            if not attempts and e.started_at is None:
+            if e.status == "running" and not e.superseded:
+                # An attempt in progress has no record yet: it began when the last one's backoff ended.
+                last = attempts[-1] if attempts else None
+                begin = (last.retry_at or last.finished_at) if last else e.started_at
+                if begin is not None:
+                    begin = min(begin, now)
+                    took = format_duration((now - begin).total_seconds())
+                    number = len(attempts) + 1
+                    row.segments.append(place(begin, now, "running", f"attempt {number} running for {took}"))
+                    row.note = f"attempt {number} running"
+            elif not attempts and e.started_at is None:
                 row.note = "queued to run again"
         elif e.started_at is not None:
             until = e.finished_at or (now if not e.superseded else e.started_at)
@@ -166,7 +176,7 @@ def build_timeline(
                 last_end = max([last_end, *ends]) if last_end else max(ends)
         rows.append(row)
 
-    if running:
+    if running and not any(e.status == "running" and not e.superseded for e in entries):
         since = max(t for t in (last_end, running_since, start) if t is not None)
         row = Row(None, "running…", "step", "running", False)
         row.segments.append(

@@ -103,3 +103,19 @@ def test_format_duration():
     assert [format_duration(s) for s in (0.012, 4.2, 42.0, 184, 7500, 97200, None)] == [
         "12 ms", "4.20 s", "42.0 s", "3 m 04 s", "2 h 05 m", "1 d 3 h", "—",
     ]  # fmt: skip
+
+
+def test_a_slow_step_in_progress_shows_its_running_attempt_after_the_backoff():
+    entries = [
+        EntrySpan(id=1, name="extract", kind="step", status="running", started_at=at(0), finished_at=None,
+                  attempts=[attempt(1, 0, 10, "error", delay=20)]),
+    ]  # fmt: skip
+    timeline = build_timeline(entries, start=T0, end=None, now=at(40), running=True, running_since=at(0))
+    assert len(timeline.rows) == 1  # the entry itself shows the running attempt
+    (row,) = timeline.rows
+    assert [(s.kind, s.left, s.width) for s in row.segments] == [
+        ("error", 0.0, 25.0),
+        ("backoff", 25.0, 25.0),
+        ("running", 50.0, 50.0),
+    ]
+    assert row.note == "attempt 2 running"
