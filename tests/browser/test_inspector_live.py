@@ -4,6 +4,7 @@ test sends, a step fails while a flag file exists, and every check waits on a co
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,12 @@ from workflows.models import AuditEntry, Entry, Run
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def screenshot_dir(tmp_path: Path) -> Path:
+    """docs/ with UPDATE_SCREENSHOTS=1 (to refresh the README's pictures), else a temp dir, so a
+    test run leaves the tree clean."""
+    return DOCS if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path
 
 
 def status(run_id: str) -> str:
@@ -107,8 +114,9 @@ def test_send_an_approval_from_the_admin(page, processes):
     assert Run.objects.get(id=handle.run_id).result["approved_by"] == "ops lead"
 
 
-def test_dashboard_lists_runs_live_and_screenshots(page, processes):
-    """Also keeps docs/inspector.png and docs/dashboard.png up to date."""
+def test_dashboard_lists_runs_live_and_screenshots(page, processes, tmp_path):
+    """With UPDATE_SCREENSHOTS=1 it also refreshes docs/inspector.png and docs/dashboard.png."""
+    shots = screenshot_dir(tmp_path)
     processes.flag_dir.joinpath("charge-broken").touch()
     processes.runner()
     page.goto("/dashboard/")
@@ -131,10 +139,10 @@ def test_dashboard_lists_runs_live_and_screenshots(page, processes):
     expect(page.locator(f'tr[data-run="{showcase.run_id}"] .wf-badge')).to_have_text("completed")
     expect(page.locator(f'tr[data-run="{failed.run_id}"] .wf-badge')).to_have_text("failed")
     expect(page.locator("[data-step-stats]")).to_contain_text("extract")
-    page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True, animations="disabled")
+    page.screenshot(path=str(shots / "dashboard.png"), full_page=True, animations="disabled")
 
     page.goto(inspect_url(showcase.run_id))
     expect_status(page, "completed")
     expect(page.locator("[data-live-indicator].on")).to_be_visible()
     page.locator('[data-entry="extract"] > summary').click()
-    page.screenshot(path=str(DOCS / "inspector.png"), full_page=True, animations="disabled")
+    page.screenshot(path=str(shots / "inspector.png"), full_page=True, animations="disabled")
