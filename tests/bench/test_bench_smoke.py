@@ -1,0 +1,42 @@
+"""The engine benchmark runs end to end (a small --quick run on SQLite) and prints every figure.
+No timing is asserted: figures come from `bench/engine.py`, never from tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench._report import LABELS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(600)
+def test_engine_bench__quick_sqlite_run_prints_every_figure(tmp_path):
+    env = {**os.environ, "BENCH_VAR": str(tmp_path)}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "bench/engine.py",
+            "--quick",
+            "--db",
+            "sqlite",
+            "--json",
+            str(tmp_path / "figures.json"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=580,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    missing = [label for label in LABELS if label not in done.stdout]
+    assert not missing, f"labels not printed: {missing}\n{done.stdout}"
+    assert "Targets of issue 2" in done.stdout
+    assert (tmp_path / "figures.json").exists()
