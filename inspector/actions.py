@@ -132,7 +132,7 @@ def replay_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -
     ]
     changes.append(Change("run status", run.status, "pending: a runner picks it up now"))
     if run.error:
-        changes.append(Change("run error", str((run.error or {}).get("message", ""))[:200], "cleared"))
+        changes.append(Change("run error", str(mask(run.error).get("message", ""))[:200], "cleared"))
     kept = Entry.objects.filter(
         run=run, scope=entry.scope, position__lt=entry.position, superseded=False
     ).count()

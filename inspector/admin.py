@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -191,8 +192,6 @@ class RunAdmin(admin.ModelAdmin):
 
     def _page_context(self, request, run_id: str) -> dict:
         if not self.has_view_permission(request):
-            from django.core.exceptions import PermissionDenied
-
             raise PermissionDenied
         page = selectors.run_page(run_id)
         if page is None:

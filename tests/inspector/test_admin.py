@@ -337,3 +337,10 @@ def test_dashboard__counts_rates_and_step_durations(admin_client):
 def test_admin_index_links_the_dashboard(admin_client):
     page = admin_client.get(reverse("admin:index")).content.decode()
     assert 'href="/dashboard/"' in page
+
+
+def test_run_page__errors_and_tracebacks_are_masked(admin_client):
+    run = retrying_flaky()
+    page = admin_client.get(url("inspect", run.id)).content.decode()
+    assert "upstream 503" in page and "abc123secret" not in page
+    assert "Retry now" in page and "next attempt in" in page

@@ -71,7 +71,7 @@
       statsTimer = null;
       try {
         const response = await fetch(stats.dataset.statsUrl, { credentials: "same-origin" });
-        if (response.ok) stats.innerHTML = await response.text();
+        if (response.ok && !response.redirected) stats.innerHTML = await response.text();
       } catch (err) { /* next change retries */ }
     }, 1000);
   }

@@ -32,7 +32,7 @@
     try {
       const state = keepOpenState();
       const response = await fetch(fragmentUrl, { credentials: "same-origin", headers: { "X-Requested-With": "fetch" } });
-      if (response.ok) {
+      if (response.ok && !response.redirected) {  // a redirect: the session ended (login page)
         const html = await response.text();
         root.innerHTML = html;
         root.querySelectorAll("details[data-keep]").forEach(function (d) {
