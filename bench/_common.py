@@ -17,7 +17,9 @@ PG_DATABASE = os.environ.get("BENCH_PG_DATABASE", "bench_workflows")
 PG_SERVER_URL = os.environ.get("BENCH_PG_SERVER", "postgres://postgres@127.0.0.1:5432")
 REGISTRY_PATH = "bench.flows.registry"
 
-_START = time.monotonic()
+# Progress lines count from the parent's start, also in the measuring child processes.
+os.environ.setdefault("BENCH_T0", str(time.time()))
+_START = float(os.environ["BENCH_T0"])
 
 
 def database_url(db: str) -> str:
@@ -27,7 +29,7 @@ def database_url(db: str) -> str:
 
 
 def progress(message: str) -> None:
-    print(f"[bench {time.monotonic() - _START:6.1f}s] {message}", file=sys.stderr, flush=True)
+    print(f"[bench {time.time() - _START:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 def stats_ms(seconds: list[float]) -> dict[str, float]:
