@@ -49,6 +49,7 @@ class Run(models.Model):
             models.Index(fields=["status", "-created_at"], name="workflows_run_status"),
             models.Index(fields=["workflow", "-created_at"], name="workflows_run_workflow"),
             models.Index(fields=["-created_at"], name="workflows_run_created"),
+            models.Index(fields=["updated_at"], name="workflows_run_updated"),  # the dashboard's live list
         ]
 
     def __str__(self) -> str:
@@ -197,6 +198,7 @@ class AuditEntry(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        verbose_name_plural = "audit entries"
         indexes = [models.Index(fields=["run", "-created_at"], name="workflows_audit_run")]
 
     def __str__(self) -> str:
