@@ -102,7 +102,7 @@ async def _ten(n: int) -> dict[str, Any]:
         if i >= 3:  # warm-up
             to_commit.append(store.completed[handle.run_id] - t0)
             to_return.append(t_return - t0)
-    status = runner.outcomes[handle.run_id].status
+    status = (await handle.ainfo()).status
     if status != "completed":
         raise RuntimeError(f"a 10-step run ended {status}")
     return {"to_completion_commit": stats_ms(to_commit), "to_run_due_return": stats_ms(to_return)}

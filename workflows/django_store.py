@@ -12,12 +12,14 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
+from django.utils.dateparse import parse_datetime
 
 from .exceptions import LeaseLost, RunFinished, RunNotFound
 from .models import Entry, Event, Message, Run
@@ -73,6 +75,46 @@ def message_record(m: Message) -> MessageRecord:
         response=m.response,
         completed_at=m.completed_at,
         consumed_at=m.consumed_at,
+    )
+
+
+_RUN_COLUMNS = (
+    "id", "workflow", "key", "version", "status", "state", "result", "error", "created_at", "wake_at",
+    "lease_owner", "cancel_requested",
+)  # fmt: skip
+
+
+def _json_value(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _datetime(value: Any) -> dt.datetime | None:
+    if value is None or isinstance(value, dt.datetime):
+        parsed = value
+    else:
+        parsed = parse_datetime(str(value))
+    if parsed is not None and parsed.tzinfo is None:  # SQLite keeps naive UTC
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed
+
+
+def _run_from_row(row: tuple[Any, ...], fresh: bool = False) -> RunRecord:
+    """A RunRecord from a raw `_RUN_COLUMNS` row, whatever types the backend returns."""
+    values = dict(zip(_RUN_COLUMNS, row, strict=True))
+    return RunRecord(
+        id=str(uuid.UUID(str(values["id"]))),
+        workflow=values["workflow"],
+        key=_json_value(values["key"]),
+        version=values["version"],
+        status=values["status"],
+        state=_json_value(values["state"]),
+        result=_json_value(values["result"]),
+        error=_json_value(values["error"]),
+        created_at=_datetime(values["created_at"]),
+        wake_at=_datetime(values["wake_at"]),
+        lease_owner=values["lease_owner"],
+        cancel_requested=bool(values["cancel_requested"]),
+        fresh=fresh,
     )
 
 
@@ -167,24 +209,45 @@ class DjangoStore(Store):
     def claim(
         self, *, owner: str, workflows: list[str], limit: int, lease_seconds: float, now: dt.datetime
     ) -> list[RunRecord]:
+        """One statement: pick due runs (SKIP LOCKED on PostgreSQL), lease them, return them whole,
+        each marked `fresh` when it never ran before (no history to load)."""
         if not workflows:
             return []
         lease_until = now + dt.timedelta(seconds=lease_seconds)
-        lock = " FOR UPDATE SKIP LOCKED" if self._pg() else ""
         names = ", ".join(["%s"] * len(workflows))
+        t = self._t
+        due = (
+            f"SELECT id AS claim_id, started_at AS was_started FROM workflows_run WHERE wake_at <= %s"
+            f" AND status IN (%s, %s, %s) AND workflow IN ({names}) ORDER BY wake_at LIMIT %s"
+        )
+        due_params = [t(now), *_LIVE, *workflows, limit]
+        lease = (
+            "UPDATE workflows_run SET status = %s, lease_owner = %s, wake_at = %s, updated_at = %s,"
+            " started_at = COALESCE(workflows_run.started_at, %s)"
+        )
+        lease_params = [RunStatus.RUNNING, owner, t(lease_until), t(now), t(now)]
+        columns = ", ".join("workflows_run." + c for c in _RUN_COLUMNS)
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE workflows_run SET status = %s, lease_owner = %s, wake_at = %s, updated_at = %s,"
-                " started_at = COALESCE(started_at, %s)"
-                " WHERE id IN (SELECT id FROM workflows_run WHERE wake_at <= %s AND status IN (%s, %s, %s)"
-                f" AND workflow IN ({names}) ORDER BY wake_at LIMIT %s{lock}) RETURNING id",
-                [RunStatus.RUNNING, owner, self._t(lease_until), self._t(now), self._t(now), self._t(now),
-                 *_LIVE, *workflows, limit],
-            )  # fmt: skip
-            ids = [row[0] for row in cursor.fetchall()]
-        if not ids:
-            return []
-        return [run_record(r) for r in Run.objects.filter(id__in=ids).order_by("wake_at")]
+            if self._pg():
+                cursor.execute(
+                    f"{lease} FROM ({due} FOR UPDATE SKIP LOCKED) AS claimed"
+                    f" WHERE workflows_run.id = claimed.claim_id RETURNING {columns}, claimed.was_started",
+                    lease_params + due_params,
+                )
+                rows = cursor.fetchall()
+            else:  # SQLite: the IMMEDIATE transaction already excludes other writers
+                cursor.execute(due, due_params)
+                was_started = {str(uuid.UUID(str(rid))): started for rid, started in cursor.fetchall()}
+                if not was_started:
+                    return []
+                marks = ", ".join(["%s"] * len(was_started))
+                cursor.execute(
+                    f"{lease} WHERE id IN ({marks}) RETURNING {columns}",
+                    lease_params + [self._id(rid) for rid in was_started],
+                )
+                rows = [(*row, was_started[str(uuid.UUID(str(row[0])))]) for row in cursor.fetchall()]
+        runs = [_run_from_row(row[:-1], fresh=row[-1] is None) for row in rows]
+        return sorted(runs, key=lambda r: r.wake_at or now)
 
     def next_wake_at(self, *, owner: str, workflows: list[str]) -> dt.datetime | None:
         return (
@@ -214,9 +277,12 @@ class DjangoStore(Store):
     def release(self, *, owner: str, run_ids: list[str], now: dt.datetime) -> None:
         if not run_ids:
             return
-        Run.objects.filter(id__in=run_ids, lease_owner=owner, status=RunStatus.RUNNING).update(
-            status=RunStatus.PENDING, lease_owner="", wake_at=now, updated_at=now
-        )
+        with transaction.atomic():
+            Run.objects.filter(id__in=run_ids, lease_owner=owner, status=RunStatus.RUNNING).update(
+                status=RunStatus.PENDING, lease_owner="", wake_at=now, updated_at=now
+            )
+            with connection.cursor() as cursor:
+                self._notify(cursor)  # another runner takes them at once
 
     def load_history(self, run_id: str) -> list[EntryRecord]:
         rows = Entry.objects.filter(run_id=run_id, superseded=False).order_by("scope", "position")

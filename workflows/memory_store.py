@@ -40,6 +40,7 @@ class MemoryStore(Store):
         self.consumed_by: dict[int, int] = {}
         self.events: list[EventRecord] = []
         self._ids = itertools.count(1)
+        self._started: set[str] = set()
         self._lock = threading.RLock()
 
     def _copy(self, run: RunRecord) -> RunRecord:
@@ -100,7 +101,8 @@ class MemoryStore(Store):
                     wake_at=now + dt.timedelta(seconds=lease_seconds),
                 )
                 self.runs[run.id] = held
-                claimed.append(self._copy(held))
+                claimed.append(replace(self._copy(held), fresh=run.id not in self._started))
+                self._started.add(run.id)
             return claimed
 
     def next_wake_at(self, *, owner, workflows):

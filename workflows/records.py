@@ -57,6 +57,7 @@ class RunRecord:
     wake_at: dt.datetime | None = None
     lease_owner: str = ""
     cancel_requested: bool = False
+    fresh: bool = False  # claimed for the first time: it has no history yet
 
 
 @dataclass(frozen=True, kw_only=True)

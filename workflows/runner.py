@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
+import heapq
 import logging
 import os
 import socket
@@ -15,7 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from .clock import Clock
 from .definition import Registry
-from .executor import Execution, Outcome
+from .executor import Execution
 from .records import Commit, RunRecord
 from .store import Store
 
@@ -23,7 +25,7 @@ logger = logging.getLogger("workflows.runner")
 
 CommitHook = Callable[[str, Commit], Awaitable[None]]
 
-IDLE_POLL = 30.0  # seconds: longest sleep between looks at the schedule when nothing wakes us
+IDLE_POLL = 30.0  # seconds: longest sleep between reads of the store's schedule
 UNTIL_IDLE_HORIZON = 2.0  # seconds: --until-idle waits for runs due this soon (short retry backoffs)
 SHUTDOWN_GRACE = 30.0  # seconds: how long a stopping runner lets running steps finish
 
@@ -56,7 +58,10 @@ class Runner:
         self.watch = watch
         self.commit_hooks = list(commit_hooks or [])
         self._hook_tasks: set[asyncio.Task[None]] = set()
-        self.outcomes: dict[str, Outcome] = {}  # last outcome per run, for tests and logs
+        # Wake times of the runs this runner suspended: it wakes for them without asking the store.
+        self._timers: list[dt.datetime] = []
+        self.schedule_check = min(IDLE_POLL, lease_seconds / 2)  # seconds between reads of the schedule
+        self._next_schedule_check = 0.0
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._executions: dict[str, Execution] = {}
         self._wake: asyncio.Event | None = None
@@ -86,10 +91,10 @@ class Runner:
         try:
             while not self._stopping:
                 self._wake.clear()
-                claimed = await self._claim()
-                if claimed:
-                    continue  # there may be more runnable runs
-                timeout = await self._idle_timeout()
+                claimed, free = await self._claim()
+                if claimed and claimed == free:
+                    continue  # a full batch: more may be due
+                timeout = await self._idle_timeout(until_idle)
                 if until_idle and not self._tasks and (timeout is None or timeout > UNTIL_IDLE_HORIZON):
                     break
                 with contextlib.suppress(TimeoutError):
@@ -105,39 +110,51 @@ class Runner:
         """Claim and execute until nothing is due at the clock's time (workflows.testing uses it)."""
         self._wake = self._wake or asyncio.Event()
         while True:
-            claimed = await self._claim()
+            claimed, _free = await self._claim()
             if not claimed and not self._tasks:
                 return
             if self._tasks:
                 await asyncio.wait(list(self._tasks.values()))
 
-    async def _claim(self) -> int:
+    async def _claim(self) -> tuple[int, int]:
+        """Claim what is due, up to the free capacity; returns (claimed, free)."""
         free = self.concurrency - len(self._tasks)
         if free <= 0:
-            return 0
+            return 0, 0
+        now = self.clock.now()
         runs = await self.store.aclaim(
             owner=self.owner,
             workflows=self.registry.names(),
             limit=free,
             lease_seconds=self.lease_seconds,
-            now=self.clock.now(),
+            now=now,
         )
+        while self._timers and self._timers[0] <= now:  # due timers were just claimed (or taken)
+            heapq.heappop(self._timers)
         for run in runs:
             self._tasks[run.id] = asyncio.create_task(self._execute(run), name=f"run-{run.id}")
-        return len(runs)
+        return len(runs), free
 
-    async def _idle_timeout(self) -> float | None:
-        """Seconds until the next scheduled wake (None: nothing scheduled), at most IDLE_POLL."""
+    async def _idle_timeout(self, until_idle: bool) -> float | None:
+        """Seconds until the next wake we know of (None: none), from the timers of our own runs;
+        the store's whole schedule (runs of dead runners, lapsed leases) is read only every
+        `schedule_check` seconds, so an idle runner costs next to no queries."""
         if len(self._tasks) >= self.concurrency:
             return IDLE_POLL  # full: a finishing task wakes us
-        when = await self.store.anext_wake_at(owner=self.owner, workflows=self.registry.names())
-        if when is None:
-            return None if not self._tasks else IDLE_POLL
-        return min(IDLE_POLL, max(0.0, (when - self.clock.now()).total_seconds()))
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._next_schedule_check or (until_idle and not self._tasks):
+            when = await self.store.anext_wake_at(owner=self.owner, workflows=self.registry.names())
+            if when is not None:
+                heapq.heappush(self._timers, when)
+            self._next_schedule_check = loop.time() + self.schedule_check
+        until_check = max(0.0, self._next_schedule_check - loop.time())
+        if not self._timers:
+            return None if until_idle and not self._tasks else until_check
+        return min(until_check, max(0.0, (self._timers[0] - self.clock.now()).total_seconds()))
 
     async def _execute(self, run: RunRecord) -> None:
         try:
-            history = await self.store.aload_history(run.id)
+            history = [] if run.fresh else await self.store.aload_history(run.id)
             execution = Execution(
                 run=run,
                 definition=self.registry.for_run(run.workflow, run.version),
@@ -151,7 +168,8 @@ class Runner:
             execution.interrupt_requested = self._stopping
             self._executions[run.id] = execution
             outcome = await execution.execute()
-            self.outcomes[run.id] = outcome
+            if outcome.wake_at is not None:
+                heapq.heappush(self._timers, outcome.wake_at)
             logger.debug("run %s: %s", run.id, outcome.status)
         except asyncio.CancelledError:
             raise
