@@ -124,7 +124,9 @@ def store_now():
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
@@ -135,7 +137,16 @@ def main() -> None:
         return
     for db in ("sqlite", "postgres") if args.db == "both" else (args.db,):
         prepare(db)
-        cmd = [sys.executable, __file__, "--child", db, "--entries", str(args.entries), "--repeat", str(args.repeat)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            db,
+            "--entries",
+            str(args.entries),
+            "--repeat",
+            str(args.repeat),
+        ]
         subprocess.run(cmd, cwd=ROOT, env={**os.environ, "LOG_LEVEL": "WARNING"}, check=True)
 
 
