@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import hashlib
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -125,8 +128,39 @@ _ENTRY_FIELDS = (
 
 
 class DjangoStore(Store):
+    """With no `db_threads` its calls run in Django's sync thread (`sync_to_async`), sharing the
+    caller's connection and transaction, as tests and views need. A runner gives it a pool of
+    database threads instead (one connection each): runs then wait on the database in parallel,
+    and a call costs a plain executor hop. SQLite always gets one thread: it has one writer, and
+    its change check (data_version) must ask the connection that writes."""
+
+    def __init__(self, db_threads: int | None = None) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self._threads = 0
+        if db_threads is not None:
+            self._threads = 1 if connection.vendor == "sqlite" else max(1, db_threads)
+            self._executor = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="workflows-db")
+
     async def run_sync(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await sync_to_async(_reconnecting(fn), thread_sensitive=True)(*args, **kwargs)
+        if self._executor is None:
+            return await sync_to_async(_reconnecting(fn), thread_sensitive=True)(*args, **kwargs)
+        call = functools.partial(_reconnecting(fn), *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    def close(self) -> None:
+        """Close the pool's connections and threads (a stopping runner)."""
+        if self._executor is not None:
+            from django.db import connections
+
+            barrier = threading.Barrier(self._threads)
+
+            def close_this_threads_connection() -> None:
+                barrier.wait(timeout=10)  # one task per thread: every thread closes its own
+                connections.close_all()
+
+            for _ in range(self._threads):
+                self._executor.submit(close_this_threads_connection)
+            self._executor.shutdown(wait=True)
 
     # --- value adapters -------------------------------------------------------------------------
 

@@ -139,6 +139,7 @@ class Execution:
         self._checkpoint = False
         self._compensating = False
         self._rollback_failures: list[dict[str, Any]] = []
+        self._commit_lock = asyncio.Lock()
         self._live_events: list[tuple[str, Any]] = []
         self._live_flusher: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -272,7 +273,13 @@ class Execution:
         self.history.record(_record_of(write, write.id))
 
     async def _commit(self, commit: Commit) -> CommitResult:
-        """Flush pending body-level writes with `commit`, in one transaction."""
+        """Flush pending body-level writes with `commit`, in one transaction. One commit of a run
+        at a time, its state read under the lock: concurrent branches never store an older state
+        after a newer one, whatever thread the store runs each commit in."""
+        async with self._commit_lock:
+            return await self._commit_locked(commit)
+
+    async def _commit_locked(self, commit: Commit) -> CommitResult:
         pending, self._pending = self._pending, Commit()
         slots = {(w.scope, w.position) for w, _a in commit.entries}
         commit.entries[:0] = [(w, a) for w, a in pending.entries if (w.scope, w.position) not in slots]

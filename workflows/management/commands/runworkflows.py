@@ -6,6 +6,7 @@ import signal
 from django.core.management.base import BaseCommand
 
 from workflows import conf
+from workflows.django_store import DjangoStore
 from workflows.runner import Runner
 
 
@@ -15,11 +16,18 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--concurrency", type=int, default=10, help="Runs executed at once (default 10).")
         parser.add_argument("--until-idle", action="store_true", help="Exit once no run is due.")
+        parser.add_argument(
+            "--db-threads",
+            type=int,
+            default=4,
+            help="Database connections the runner uses in parallel (PostgreSQL; SQLite uses 1).",
+        )
 
-    def handle(self, *args, concurrency: int, until_idle: bool, **options):
+    def handle(self, *args, concurrency: int, until_idle: bool, db_threads: int, **options):
+        store = DjangoStore(db_threads=min(db_threads, concurrency))
         runner = Runner(
             registry=conf.registry(),
-            store=conf.default_store(),
+            store=store,
             concurrency=concurrency,
             lease_seconds=conf.lease_seconds(),
             heartbeat_seconds=conf.heartbeat_seconds(),
@@ -32,4 +40,7 @@ class Command(BaseCommand):
                 loop.add_signal_handler(sig, runner.request_stop)
             await runner.run(until_idle=until_idle)
 
-        asyncio.run(main())
+        try:
+            asyncio.run(main())
+        finally:
+            store.close()
