@@ -221,11 +221,28 @@ class StepContext:
         self.name = name
         self.input = input
         self.attempt = attempt
-        self.initial_state: dict[str, Any] = copy.deepcopy(execution.state)
-        self.state: dict[str, Any] = copy.deepcopy(self.initial_state)
+        self._state: dict[str, Any] | None = None  # copied on first use: most steps never touch it
+        self.initial_state: dict[str, Any] | None = None
         self.meta: dict[str, Any] = {}  # recorded with the step (e.g. {"usage": {...}} of a model call)
         self.messages: list[OutgoingMessage] = []
         self.queue = StepQueue(self)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The run's state as this attempt sees it; its changes commit only if the attempt succeeds."""
+        if self._state is None:
+            self.initial_state = copy.deepcopy(self._ex.state)
+            self._state = copy.deepcopy(self.initial_state)
+        return self._state
+
+    @state.setter
+    def state(self, value: dict[str, Any]) -> None:
+        self.state  # noqa: B018 - take the initial snapshot first
+        self._state = value
+
+    @property
+    def state_touched(self) -> bool:
+        return self._state is not None
 
     @property
     def run_id(self) -> str:

@@ -350,7 +350,8 @@ class Execution:
             backoff_max=retry_backoff_max,
             retry_on_timeout=retry_on_timeout,
         )
-        input = normalize(input, f"the input of step {name!r}")
+        if input is not None:
+            input = normalize(input, f"the input of step {name!r}")
         slot = self._enter(scope, name, EntryKind.STEP)
         recorded = slot.recorded
         attempt, entry_id, first_started = 1, None, None
@@ -383,7 +384,8 @@ class Execution:
         try:
             output = await _call_with_timeout(fn, step_ctx, timeout)
             output = normalize(output, f"the output of step {name!r}")
-            step_ctx.state = normalize(step_ctx.state, f"the state written by step {name!r}")
+            if step_ctx.state_touched:
+                step_ctx.state = normalize(step_ctx.state, f"the state written by step {name!r}")
         except (CriticalError, BadInput) as exc:
             outcome, failure = "critical", exc
         except _StepTimeout as exc:
@@ -427,13 +429,16 @@ class Execution:
                 ],
                 messages=step_ctx.messages,
             )
-            previous = copy.deepcopy(self.state)
-            _apply_changes(self.state, step_ctx.initial_state, step_ctx.state)
+            previous = None
+            if step_ctx.state_touched:
+                previous = copy.deepcopy(self.state)
+                _apply_changes(self.state, step_ctx.initial_state, step_ctx.state)
             try:
                 await self._commit(commit)
             except BaseException:
-                self.state.clear()
-                self.state.update(previous)
+                if previous is not None:  # not stored: the live state goes back too
+                    self.state.clear()
+                    self.state.update(previous)
                 raise
             if rollback is not None:
                 self._rollbacks.append((name, rollback, output))
