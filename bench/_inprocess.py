@@ -42,10 +42,11 @@ def _make_store():
     from workflows.django_store import DjangoStore
 
     class TimedStore(DjangoStore):
-        """The real store, noting when a run's completion commit returned (in the database thread)."""
+        """The real store as `runworkflows` builds it (a pool of database threads), noting when a
+        run's completion commit returned (in the database thread)."""
 
         def __init__(self) -> None:
-            super().__init__()
+            super().__init__(db_threads=4)
             self.completed: dict[str, float] = {}
 
         def commit(self, *, run_id, owner, commit, now):
@@ -79,6 +80,7 @@ async def _steps(n: int) -> dict[str, Any]:
     flows.TIMINGS.clear()
     await client.aget_or_create(["overhead", str(n)])
     await runner.run_due()
+    store.close()
     timings = flows.TIMINGS[5:]  # the first steps warm caches up
     direct = [d for d, _s in timings]
     step = [s for _d, s in timings]
@@ -103,6 +105,7 @@ async def _ten(n: int) -> dict[str, Any]:
             to_commit.append(store.completed[handle.run_id] - t0)
             to_return.append(t_return - t0)
     status = (await handle.ainfo()).status
+    store.close()
     if status != "completed":
         raise RuntimeError(f"a 10-step run ended {status}")
     return {"to_completion_commit": stats_ms(to_commit), "to_run_due_return": stats_ms(to_return)}
