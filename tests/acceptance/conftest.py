@@ -6,32 +6,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from django.db import connection
+
+from tests.support import test_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def database_url() -> str:
-    s = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{s['NAME']}"
-    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 class Runners:
@@ -42,7 +24,7 @@ class Runners:
     def env(self) -> dict[str, str]:
         return {
             **os.environ,
-            "DATABASE_URL": database_url(),
+            "DATABASE_URL": test_database_url(),
             "WORKFLOWS_REGISTRIES": "tests.acceptance.flows.registry",
             "ACCEPTANCE_DIR": str(self.workdir),
             "WORKFLOWS_LEASE_SECONDS": "2",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from tests.support import wait_for
 from workflows.models import Run
 
-from .conftest import wait_for
 from .flows import registry
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import signal
 
+from tests.support import wait_for
 from workflows.conf import default_store
 from workflows.models import Run
 
-from .conftest import wait_for
 from .flows import registry
 
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection, connections
+from django.db import connections
+
+from tests.support import free_port, test_database_url, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -29,30 +29,6 @@ CHROMIUM_ARGS = [
 PASSWORD = "correct horse battery staple"
 
 
-def database_url() -> str:
-    s = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{s['NAME']}"
-    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 class Processes:
     def __init__(self, flag_dir: Path) -> None:
         self.flag_dir = flag_dir
@@ -62,7 +38,7 @@ class Processes:
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DATABASE_URL": database_url(),
+            "DATABASE_URL": test_database_url(),
             "WORKFLOWS_REGISTRIES": "tests.browser.flows.registry",
             "BROWSER_FLAG_DIR": str(self.flag_dir),
             "WORKFLOWS_LEASE_SECONDS": "5",

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser import flows
-from tests.browser.conftest import wait_for
+from tests.support import wait_for
 from workflows.models import AuditEntry, Entry, Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

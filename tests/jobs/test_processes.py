@@ -7,17 +7,16 @@ from __future__ import annotations
 import io
 import os
 import re
-import socket
 import subprocess
 import sys
 
 import httpx
 import pytest
 from django.core.management import call_command
-from django.db import connection
 
-from jobs.processes import BASE_DIR, Child, database_url, wait_until
+from jobs.processes import BASE_DIR, Child, wait_until
 from jobs.submission import job_submit, jobs_client
+from tests.support import free_port, test_database_url
 from workflows.models import Entry, Run
 
 from .conftest import SAMPLE, SAMPLE_COMPANIES
@@ -60,7 +59,7 @@ def demo(transactional_db, tmp_path):
 def start_runner(demo, tmp_path):
     env = {
         **os.environ,
-        "DATABASE_URL": database_url(connection.settings_dict),
+        "DATABASE_URL": test_database_url(),
         "OPENAI_BASE_URL": f"{demo.url}/v1",
         "OPENAI_API_KEY": "test-key",
         "CRM_API_URL": f"{demo.url}/crm",
@@ -146,14 +145,8 @@ def test_jobs_submit_follow__prints_stages_retries_and_the_final_state(demo, sta
     assert f"job {job_id}" in status.getvalue() and "status completed  stage published" in status.getvalue()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_quickstart__runs_the_sample_job_to_published_and_exits(transactional_db, tmp_path):
-    env = {**os.environ, "DATABASE_URL": database_url(connection.settings_dict)}
+    env = {**os.environ, "DATABASE_URL": test_database_url()}
     argv = [sys.executable, "manage.py", "quickstart", "--exit-after-job", "--port", str(free_port()),
             "--demo-port", str(free_port()), "--log-dir", str(tmp_path), "--job-timeout", str(DEADLINE)]  # fmt: skip
     done = subprocess.run(argv, cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=180)

@@ -1,0 +1,37 @@
+"""Helpers of the tests that start real processes (runners, daphne, the quickstart)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection
+
+from jobs.processes import database_url
+
+
+def test_database_url() -> str:
+    """A DATABASE_URL naming the test database, for child processes to share it."""
+    return database_url(connection.settings_dict)
+
+
+test_database_url.__test__ = False  # a helper, not a test
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    """Poll `predicate` until it returns something true; fail with `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
