@@ -27,3 +27,20 @@ def _close_engine_thread_connections():
     from django.db import connections
 
     SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_stray_connections_at_the_end(django_db_setup, django_db_blocker):
+    """Connections opened by ORM reads inside async tests belong to the test's asyncio context
+    (asgiref's Local), so nothing closes them when the test ends, and PostgreSQL refuses to DROP
+    a database with sessions. Set up after the test database, this ends them before the drop."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
