@@ -341,8 +341,12 @@ class DjangoStore(Store):
             if fenced is None:
                 raise LeaseLost(f"run {run_id} is no longer held by {owner}")
 
+            # A message taken by a wait that does not answer it is completed (with no response)
+            # by the same UPDATE that consumes it.
+            auto_completed = {mid for mid, response in commit.complete if response is None}
             entry_ids = [
-                self._write_entry(cursor, rid, write, attempt, now) for write, attempt in commit.entries
+                self._write_entry(cursor, rid, write, attempt, now, auto_completed)
+                for write, attempt in commit.entries
             ]
 
             for scope in commit.prune:
@@ -355,7 +359,10 @@ class DjangoStore(Store):
                 cursor.execute(
                     f"INSERT INTO workflows_event (run_id, name, payload, created_at) VALUES {values}", flat
                 )
+            consumed = {mid for write, _attempt in commit.entries for mid in write.consumes}
             for message_id, response in commit.complete:
+                if message_id in consumed and message_id in auto_completed:
+                    continue
                 cursor.execute(
                     "UPDATE workflows_message SET response = %s, completed_at = %s"
                     " WHERE id = %s AND completed_at IS NULL",
@@ -461,7 +468,9 @@ class DjangoStore(Store):
             entry_ids=[entry_id] if commit.entries else [], cancel_requested=bool(cancel_requested)
         )
 
-    def _write_entry(self, cursor: Any, rid: Any, write: Any, attempt: Any, now: dt.datetime) -> int:
+    def _write_entry(
+        self, cursor: Any, rid: Any, write: Any, attempt: Any, now: dt.datetime, auto_completed: set[int]
+    ) -> int:
         t, j = self._t, self._j
         if write.id is None:
             cursor.execute(
@@ -492,10 +501,12 @@ class DjangoStore(Store):
             )  # fmt: skip
         if write.consumes:
             marks = ", ".join(["%s"] * len(write.consumes))
+            complete = set(write.consumes) <= auto_completed
             cursor.execute(
-                f"UPDATE workflows_message SET consumed_at = %s, consumed_by_id = %s"
-                f" WHERE run_id = %s AND consumed_at IS NULL AND id IN ({marks})",
-                [t(now), entry_id, rid, *write.consumes],
+                "UPDATE workflows_message SET consumed_at = %s, consumed_by_id = %s"
+                + (", completed_at = COALESCE(completed_at, %s)" if complete else "")
+                + f" WHERE run_id = %s AND consumed_at IS NULL AND id IN ({marks})",
+                [t(now), entry_id, *([t(now)] if complete else []), rid, *write.consumes],
             )
             if cursor.rowcount != len(write.consumes):
                 raise LeaseLost("a message was consumed by someone else")

@@ -692,12 +692,13 @@ class _RunningMarker:
     def __init__(self, execution: Execution, write: EntryWrite) -> None:
         self._ex = execution
         self._write = write
-        self._committing = False
+        self._task: asyncio.Task[int | None] | None = None  # the marker's commit, once started
+        self._timer = asyncio.get_running_loop().call_later(STEP_MARK_AFTER, self._start)
+
+    def _start(self) -> None:
         self._task = asyncio.create_task(self._mark())
 
     async def _mark(self) -> int | None:
-        await asyncio.sleep(STEP_MARK_AFTER)
-        self._committing = True  # from here on it is never cancelled: its id must be known
         try:
             result = await self._ex._commit(Commit(entries=[(self._write, None)]))
         except Aborted:
@@ -705,13 +706,12 @@ class _RunningMarker:
         return result.entry_ids[0]
 
     def abandon(self) -> None:
-        if not self._committing:
-            self._task.cancel()
+        self._timer.cancel()  # a commit already started is left to finish: it writes a true record
 
     async def settle(self, entry_id: int | None) -> int | None:
         """The entry id the step's record must update (the marker's, when it was written)."""
-        if not self._committing:
-            self._task.cancel()
+        self._timer.cancel()
+        if self._task is None:
             return entry_id
         marked = await self._task
         return marked if marked is not None else entry_id
