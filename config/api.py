@@ -59,34 +59,27 @@ def _unauthenticated(request, exc):
     )
 
 
-@api.exception_handler(UnknownWorkflow)
-def _unknown_workflow(request, exc):
-    return error_response(request, 404, "not_found", str(exc))
+# Domain errors: (exception, HTTP status, code). Ninja picks the handler of the most specific
+# class in an exception's MRO, so UnknownWorkflow (a BadInput) still answers 404.
+DOMAIN_ERRORS = (
+    (UnknownWorkflow, 404, "not_found"),
+    (RunNotFound, 404, "not_found"),
+    (RunFinished, 409, "run_finished"),
+    (MessageTimeout, 504, "timeout"),
+    (BadInput, 422, "invalid_request"),
+    (WorkflowError, 400, "workflow_error"),
+)
 
 
-@api.exception_handler(RunNotFound)
-def _not_found(request, exc):
-    return error_response(request, 404, "not_found", str(exc))
+def _domain_handler(status: int, code: str):
+    def handler(request, exc):
+        return error_response(request, status, code, str(exc), getattr(exc, "detail", None))
+
+    return handler
 
 
-@api.exception_handler(RunFinished)
-def _finished(request, exc):
-    return error_response(request, 409, "run_finished", str(exc))
-
-
-@api.exception_handler(MessageTimeout)
-def _timeout(request, exc):
-    return error_response(request, 504, "timeout", str(exc))
-
-
-@api.exception_handler(BadInput)
-def _bad_input(request, exc):
-    return error_response(request, 422, "invalid_request", str(exc), getattr(exc, "detail", None))
-
-
-@api.exception_handler(WorkflowError)
-def _workflow_error(request, exc):
-    return error_response(request, 400, "workflow_error", str(exc))
+for _exception, _status, _code in DOMAIN_ERRORS:
+    api.add_exception_handler(_exception, _domain_handler(_status, _code))
 
 
 # Routers are added by the apps' api modules (see config/urls.py for the import order).
