@@ -7,39 +7,21 @@ import os
 
 import pytest
 
-from workflows.client import WorkflowClient
+from tests.unit.conftest import Counting, Harness
 from workflows.clock import FakeClock
-from workflows.definition import Registry
 from workflows.django_store import DjangoStore
 from workflows.models import Attempt, Message, Run
-from workflows.testing import arun_until_idle
 
 
-class CountingDjangoStore(DjangoStore):
-    def __init__(self) -> None:
-        super().__init__()
-        self.commits = 0
-
-    def commit(self, **kwargs):
-        self.commits += 1
-        return super().commit(**kwargs)
+class CountingDjangoStore(Counting, DjangoStore):
+    pass
 
 
-class DjangoHarness:
-    """Same surface as the unit tests' Harness, over the real tables."""
+class DjangoHarness(Harness):
+    """The unit tests' harness over the real tables."""
 
     def __init__(self) -> None:
-        self.store = CountingDjangoStore()
-        self.clock = FakeClock(dt.datetime.now(dt.UTC))
-
-    def client(self, registry: Registry, name: str) -> WorkflowClient:
-        return WorkflowClient(registry, name, store=self.store, clock=self.clock)
-
-    async def run(self, registry: Registry) -> None:
-        await arun_until_idle(registry, store=self.store, clock=self.clock)
-
-    def entries(self, run_id: str):
-        return {e.name: e for e in self.store.load_history(run_id)}
+        super().__init__(CountingDjangoStore(), FakeClock(dt.datetime.now(dt.UTC)))
 
     def attempts(self, run_id: str, name: str):
         entry_id = self.entries(run_id)[name].id

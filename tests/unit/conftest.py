@@ -14,20 +14,27 @@ from workflows.memory_store import MemoryStore
 from workflows.testing import arun_until_idle
 
 
-class CountingStore(MemoryStore):
-    def __init__(self) -> None:
-        super().__init__()
-        self.commits = 0
+class Counting:
+    """Mixed into a store: counts its commits."""
+
+    commits = 0
 
     def commit(self, **kwargs):
         self.commits += 1
         return super().commit(**kwargs)
 
 
+class CountingStore(Counting, MemoryStore):
+    pass
+
+
 class Harness:
-    def __init__(self) -> None:
-        self.store = CountingStore()
-        self.clock = FakeClock(dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+    """What the engine tests need of a store, besides the Store interface itself. The integration
+    tests subclass it over the Django store and run the same cases on a real database."""
+
+    def __init__(self, store, clock: FakeClock) -> None:
+        self.store = store
+        self.clock = clock
 
     def client(self, registry: Registry, name: str) -> WorkflowClient:
         return WorkflowClient(registry, name, store=self.store, clock=self.clock)
@@ -37,6 +44,11 @@ class Harness:
 
     def entries(self, run_id: str):
         return {e.name: e for e in self.store.load_history(run_id)}
+
+
+class MemoryHarness(Harness):
+    def __init__(self) -> None:
+        super().__init__(CountingStore(), FakeClock(dt.datetime(2030, 1, 1, tzinfo=dt.UTC)))
 
     def attempts(self, run_id: str, name: str):
         entry_id = self.entries(run_id)[name].id
@@ -54,4 +66,4 @@ class Harness:
 
 @pytest.fixture
 def h() -> Harness:
-    return Harness()
+    return MemoryHarness()
