@@ -258,11 +258,10 @@ class Execution:
 
     # --- committing ------------------------------------------------------------------------------
 
-    def _state_change(self) -> dict[str, Any] | None:
+    def _state_change(self) -> str | None:
+        """The state as JSON when it differs from the last one committed, else None."""
         encoded = dumps(self.state, "the run's state")
-        if encoded == self._committed_state:
-            return None
-        return self.state
+        return None if encoded == self._committed_state else encoded
 
     def _add_pending(self, write: EntryWrite) -> None:
         """An entry written with the next commit. The history sees it at once, so a branch that
@@ -285,16 +284,18 @@ class Execution:
         commit.entries[:0] = [(w, a) for w, a in pending.entries if (w.scope, w.position) not in slots]
         commit.events[:0] = pending.events
         commit.complete[:0] = pending.complete
-        if commit.state is None:
-            commit.state = self._state_change()
+        encoded = self._state_change()
+        if encoded is not None:
+            # A snapshot: the store may serialize it in another thread while branches go on.
+            commit.state = json.loads(encoded)
         try:
             result = await self.store.acommit(
                 run_id=self.run.id, owner=self.owner, commit=commit, now=self.clock.now()
             )
         except LeaseLost:
             raise Aborted() from None
-        if commit.state is not None:
-            self._committed_state = dumps(commit.state, "the run's state")
+        if encoded is not None:
+            self._committed_state = encoded
         for (write, _attempt), entry_id in zip(commit.entries, result.entry_ids, strict=True):
             self.history.record(_record_of(write, entry_id))
         for scope in commit.prune:

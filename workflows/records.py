@@ -159,7 +159,7 @@ class Transition:
 @dataclass(kw_only=True)
 class Commit:
     entries: list[tuple[EntryWrite, AttemptWrite | None]] = field(default_factory=list)
-    state: dict[str, Any] | None = None  # the new state, only when it changed
+    state: dict[str, Any] | None = None  # the new state (a snapshot), only when it changed
     events: list[tuple[str, Any]] = field(default_factory=list)
     messages: list[OutgoingMessage] = field(default_factory=list)
     complete: list[tuple[int, Any]] = field(default_factory=list)  # (message id, response)
