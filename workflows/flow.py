@@ -147,6 +147,8 @@ async def join(ex: Execution, scope: str, name: str, branches: dict[str, Branch]
     if recorded is not None and recorded.status == EntryStatus.FAILED:
         raise JoinError(name, (recorded.error or {}).get("branches", {}))
     results, errors, _ = await _branches(ex, scope, name, branches, first_wins=False)
+    if ex.fatal is not None:  # a branch diverged: record nothing, the run fails with it
+        raise ex.fatal
     if errors:
         entry = _settle(ex, slot, name, EntryKind.JOIN, EntryStatus.FAILED, error={"branches": errors})
         await ex._commit(Commit(entries=[(entry, None)]))
@@ -164,6 +166,8 @@ async def race(ex: Execution, scope: str, name: str, branches: dict[str, Branch]
     if recorded is not None and recorded.status == EntryStatus.FAILED:
         raise RaceError(name, (recorded.error or {}).get("branches", {}))
     results, errors, winner = await _branches(ex, scope, name, branches, first_wins=True)
+    if ex.fatal is not None:
+        raise ex.fatal
     if winner is None:
         entry = _settle(ex, slot, name, EntryKind.RACE, EntryStatus.FAILED, error={"branches": errors})
         await ex._commit(Commit(entries=[(entry, None)]))

@@ -491,3 +491,33 @@ def test_versions__a_version_registered_twice_is_refused():
 
     with pytest.raises(ValueError, match="more than once"):
         setup(use={"wf": [workflow(body, version="1"), workflow(body, version="1")]})
+
+
+async def test_join__a_branch_that_diverges_fails_the_run_with_history_diverged(h):
+    async def v1(ctx):
+        async def a(c):
+            return await c.step("old-name", lambda s: 1)
+
+        async def b(c):
+            await c.sleep("nap", 10)
+
+        return await ctx.join("j", {"a": a, "b": b})
+
+    async def v2(ctx):
+        async def a(c):
+            return await c.step("new-name", lambda s: 1)
+
+        async def b(c):
+            await c.sleep("nap", 10)
+
+        return await ctx.join("j", {"a": a, "b": b})
+
+    reg1 = one(v1)
+    handle = await start(h, reg1)
+    await first_pass(h, reg1)
+    h.clock.advance(20)
+    await h.run(one(v2))
+    run = await handle.ainfo()
+    assert run.status == "failed" and run.error["name"] == "HistoryDiverged"
+    assert "'new-name'" in run.error["message"] and "'old-name'" in run.error["message"]
+    assert [e.name for e in h.store.load_history(handle.run_id) if e.kind == "join"] == []
