@@ -127,9 +127,10 @@ WORKFLOWS_LEASE_SECONDS = float(os.environ.get("WORKFLOWS_LEASE_SECONDS", "30"))
 WORKFLOWS_HEARTBEAT_SECONDS = float(
     os.environ.get("WORKFLOWS_HEARTBEAT_SECONDS", str(WORKFLOWS_LEASE_SECONDS / 3))
 )
-# Dotted paths of async callables `hook(run_id, commit)` the runner calls after each commit
-# (the inspector uses one to push live updates through the channel layer).
-WORKFLOWS_COMMIT_HOOKS = ["inspector.live.on_commit"]
+# Dotted paths of async callables `hook(run_id, commit)` the runner calls after each commit. The
+# inspector's pokes live consumers through the channel layer; without Redis a poke cannot leave
+# the runner's process (consumers then re-read the database every 0.5 s), so none is sent.
+WORKFLOWS_COMMIT_HOOKS = ["inspector.live.on_commit"] if REDIS_URL else []
 
 # --- Example app (jobs) ---------------------------------------------------------
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
