@@ -28,6 +28,8 @@ CommitHook = Callable[[str, Commit], Awaitable[None]]
 IDLE_POLL = 30.0  # seconds: longest sleep between reads of the store's schedule
 UNTIL_IDLE_HORIZON = 2.0  # seconds: --until-idle waits for runs due this soon (short retry backoffs)
 SHUTDOWN_GRACE = 30.0  # seconds: how long a stopping runner lets running steps finish
+STORE_RETRY_BASE = 0.5  # seconds: first pause after the store failed, doubling ...
+STORE_RETRY_MAX = 30.0  # seconds: ... up to this
 
 
 class Runner:
@@ -89,12 +91,22 @@ class Runner:
             helpers.append(asyncio.create_task(self.store.watch(self._poke), name="workflows-watch"))
         logger.info("runner %s started (concurrency %d)", self.owner, self.concurrency)
         try:
+            failures = 0
             while not self._stopping:
                 self._wake.clear()
-                claimed, free = await self._claim()
-                if claimed and claimed == free:
-                    continue  # a full batch: more may be due
-                timeout = await self._idle_timeout(until_idle)
+                try:
+                    claimed, free = await self._claim()
+                    if claimed and claimed == free:
+                        continue  # a full batch: more may be due
+                    timeout = await self._idle_timeout(until_idle)
+                    failures = 0
+                except Exception:
+                    # The database is away (a restart, a failover): keep the process, try again.
+                    failures += 1
+                    timeout = min(STORE_RETRY_MAX, STORE_RETRY_BASE * 2 ** (failures - 1))
+                    logger.exception("runner %s: the store failed; retrying in %.1fs", self.owner, timeout)
+                    await asyncio.sleep(timeout)
+                    continue
                 if until_idle and not self._tasks and (timeout is None or timeout > UNTIL_IDLE_HORIZON):
                     break
                 with contextlib.suppress(TimeoutError):

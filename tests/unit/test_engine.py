@@ -588,3 +588,30 @@ async def test_crash_mid_step__a_running_record_resumes_as_the_next_attempt(h):
     h.steal_lease(run.id, "")
     await h.run(reg)
     assert calls == [1] and (await handle.ainfo()).result == 1
+
+
+async def test_runner__survives_a_store_outage_and_goes_on(h, monkeypatch):
+    from workflows import runner as runner_module
+    from workflows.runner import Runner
+
+    monkeypatch.setattr(runner_module, "STORE_RETRY_BASE", 0.01)
+    calls = {"claim": 0}
+    real_claim = h.store.claim
+
+    def flaky_claim(**kwargs):
+        calls["claim"] += 1
+        if calls["claim"] <= 3:
+            raise ConnectionError("database restarting")
+        return real_claim(**kwargs)
+
+    monkeypatch.setattr(h.store, "claim", flaky_claim)
+
+    async def body(ctx):
+        return await ctx.step("s", lambda s: "done")
+
+    reg = one(body)
+    handle = await h.client(reg, "wf").aget_or_create(["k"])
+    runner = Runner(registry=reg, store=h.store, clock=h.clock, watch=False)
+    await asyncio.wait_for(runner.run(until_idle=True), 10)
+    assert calls["claim"] > 3
+    assert (await handle.ainfo()).result == "done"
