@@ -262,7 +262,11 @@ def send_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
     _require(model_admin, request, "send")
     run = _run(run_id)
     queues = _queues(run)
-    form = SendForm(request.POST or None, queues=queues, initial={"queue": request.GET.get("queue")})
+    prefill = {
+        "queue": request.GET.get("queue"),
+        "body": request.GET.get("body"),
+    }  # e.g. the dashboard's approve
+    form = SendForm(request.POST or None, queues=queues, initial=prefill)
     error, preview = None, None
     terminal = run.status in RunStatus.TERMINAL
     if not queues:

@@ -431,3 +431,34 @@ def dashboard_stats(now: dt.datetime | None = None) -> DashboardStats:
         buckets=buckets,
         step_stats=step_stats,
     )
+
+
+# --- decisions waiting on an operator ---------------------------------------------------------
+
+DECISION_QUEUE = "approval"  # runs waiting on a queue of this name show on the dashboard
+DECISION_SCAN = 500  # open queue waits looked at, newest first
+
+
+def awaiting_decision(limit: int = 20) -> list[dict[str, Any]]:
+    """Runs waiting right now on an `approval` queue (e.g. reviewedBrief), oldest wait first, for
+    the dashboard's approve / reject links. The queue list lives in the wait's JSON input, so it
+    is filtered here rather than with a JSON lookup SQLite lacks."""
+    waits = (
+        Entry.objects.filter(kind="queue", status="waiting", superseded=False, run__status="waiting")
+        .select_related("run")
+        .order_by("-started_at")[:DECISION_SCAN]
+    )
+    found = [w for w in waits if DECISION_QUEUE in ((w.input or {}).get("queues") or [])]
+    found.sort(key=lambda w: w.started_at or w.run.created_at)
+    return [
+        {
+            "run_id": str(w.run_id),
+            "workflow": w.run.workflow,
+            "key": w.run.key,
+            "wait": w.name,
+            "since": w.started_at,
+            "title": (w.run.state or {}).get("title"),
+            "stage": (w.run.state or {}).get("stage"),
+        }
+        for w in found[:limit]
+    ]

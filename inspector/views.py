@@ -3,6 +3,9 @@ durations, and one run's live timeline."""
 
 from __future__ import annotations
 
+import json
+from urllib.parse import urlencode
+
 from django.contrib import admin
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import Http404
@@ -27,8 +30,19 @@ def dashboard(request):
             title="Operator dashboard",
             stats=selectors.dashboard_stats(),
             runs=[selectors.run_summary(r) for r in selectors.recent_runs()],
+            decisions=_with_decision_links(request, selectors.awaiting_decision()),
         ),
     )
+
+
+def _with_decision_links(request, decisions: list[dict]) -> list[dict]:
+    """Approve / reject open the audited send action (confirmation, why, permission) prefilled."""
+    for decision in decisions:
+        url = reverse("admin:workflows_run_send", args=[decision["run_id"]])
+        for verdict in ("approve", "reject"):
+            body = json.dumps({"decision": verdict, "by": request.user.get_username()})
+            decision[verdict] = f"{url}?{urlencode({'queue': selectors.DECISION_QUEUE, 'body': body})}"
+    return decisions
 
 
 @staff_member_required

@@ -91,3 +91,30 @@ def run_entries(handle):
     from workflows.models import Entry
 
     return list(Entry.objects.filter(run_id=handle.run_id, superseded=False))
+
+
+def test_review__the_dashboard_offers_approve_and_reject_through_the_audited_send(demo, admin_client):
+    import html
+    import re
+
+    handle = start()
+    run_until_idle(registry, advance=False)
+    other = registry.client("aiJob").get_or_create(["not-awaiting"])  # no approval queue: not listed
+
+    page = admin_client.get("/dashboard/").content.decode()
+    row = re.search(rf'<tr data-decision="{handle.run_id}">.*?</tr>', page, re.S)
+    assert row and "Discovery call" in row.group(0) and "awaiting_approval" in row.group(0)
+    assert other.run_id not in re.search(r'id="wf-decisions".*?</table>', page, re.S).group(0)
+    approve = html.unescape(re.search(r'href="([^"]+)">Approve', row.group(0)).group(1))
+
+    form = admin_client.get(approve).content.decode()
+    assert "&quot;decision&quot;: &quot;approve&quot;" in form and "&quot;by&quot;: &quot;admin&quot;" in form
+    body = json.dumps({"decision": "approve", "by": "admin"})
+    sent = admin_client.post(
+        approve, {"queue": "approval", "body": body, "why": "brief checked", "confirmed": "1"}
+    )
+    assert sent.status_code == 302
+    audit = AuditEntry.objects.get(run_id=handle.run_id)
+    assert (audit.action, audit.reason) == ("send", "brief checked")
+    run_until_idle(registry)
+    assert handle.info().state["review"]["by"] == "admin" and len(demo.posts) == 1
