@@ -513,7 +513,7 @@ async def test_events__a_steps_broadcast_is_stored_while_the_step_still_runs(h):
 
     async def slow_call(step):
         step.broadcast("progress", {"stage": "calling"})
-        for _ in range(200):
+        for _ in range(1000):
             if len(await holder["handle"].aevents()) == 2:
                 break
             await asyncio.sleep(0.01)
@@ -544,7 +544,7 @@ async def test_slow_step__is_marked_running_while_it_runs_then_completed_in_plac
     holder = {}
 
     async def slow(step):
-        for _ in range(300):
+        for _ in range(1000):
             running = [e for e in h.store.load_history(holder["id"]) if e.status == "running"]
             if running:
                 seen.append((running[0].name, running[0].attempts))
