@@ -14,7 +14,7 @@ from .clock import Clock
 from .context import RunContext
 from .definition import Registry
 from .exceptions import DuplicateEntryName, HistoryDiverged, UnknownWorkflow
-from .executor import SETTLED, Execution, _Unwind
+from .executor import SETTLED, Execution, Suspend, _Unwind
 from .memory_store import MemoryStore
 from .records import CommitResult, EntryKind, EntryRecord, RunRecord
 from .replay import Slot
@@ -22,8 +22,13 @@ from .replay import Slot
 _LEAVES = (EntryKind.STEP, EntryKind.SLEEP, EntryKind.QUEUE)
 
 
-class _Frontier(_Unwind):
-    """The first entry that would run: everything before it replayed cleanly."""
+class _Frontier(Suspend):
+    """The first entry that would run: everything before it replayed cleanly. A Suspend, so a join
+    branch that reaches its frontier waits while the other branches are still checked."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(None, ())
+        self.where = where
 
 
 @dataclass(frozen=True)
@@ -35,14 +40,20 @@ class ReplayReport:
 
 
 class _DryRun(Execution):
+    frontier: str | None = None  # the first frontier reached, for the report
+
+    def _stop(self, where: str) -> _Frontier:
+        self.frontier = self.frontier or where
+        return _Frontier(where)
+
     def _enter(self, scope: str, name: str, kind: str) -> Slot:
         slot = super()._enter(scope, name, kind)
         if kind in _LEAVES and (slot.recorded is None or slot.recorded.status not in SETTLED):
-            raise _Frontier(f"{kind} {name!r}" + (f" in {scope!r}" if scope else ""))
+            raise self._stop(f"{kind} {name!r}" + (f" in {scope!r}" if scope else ""))
         return slot
 
     async def _commit(self, commit: Any) -> CommitResult:
-        raise _Frontier("a new record")
+        raise self._stop("a new record")
 
 
 async def check_history(
@@ -69,16 +80,16 @@ async def check_history(
         if dry.fatal is not None:
             raise dry.fatal
         dry.history.check_finished("")
-        return ReplayReport(run.id, run.workflow, False, "replays to its end")
+        outcome = "replays to its end"
     except _Frontier as frontier:
-        return ReplayReport(run.id, run.workflow, False, f"replays cleanly up to {frontier}")
+        outcome = f"replays cleanly up to {frontier.where}"
     except (HistoryDiverged, DuplicateEntryName) as exc:
         return ReplayReport(run.id, run.workflow, True, str(exc))
-    except _Unwind:
-        return ReplayReport(run.id, run.workflow, False, "replays cleanly up to a wait")
+    except _Unwind:  # every branch of a join reached its frontier
+        outcome = f"replays cleanly up to {dry.frontier or 'a wait'}"
     except Exception as exc:
-        if isinstance(dry.fatal, HistoryDiverged | DuplicateEntryName):
-            return ReplayReport(run.id, run.workflow, True, str(dry.fatal))
-        return ReplayReport(
-            run.id, run.workflow, False, f"replays to its recorded failure ({type(exc).__name__})"
-        )
+        outcome = f"replays to its recorded failure ({type(exc).__name__})"
+    # A branch may have diverged while the others went on to a wait or a failure.
+    if isinstance(dry.fatal, HistoryDiverged | DuplicateEntryName):
+        return ReplayReport(run.id, run.workflow, True, str(dry.fatal))
+    return ReplayReport(run.id, run.workflow, False, outcome)

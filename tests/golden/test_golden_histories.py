@@ -96,3 +96,31 @@ def test_checkreplay_command__lists_diverging_runs(settings, capsys):
         assert f"DIVERGED brief {stale.run_id}" in out and "1 run(s) checked, 1 would diverge" in out
     finally:
         conf.registry.cache_clear()
+
+
+def _entry(i, scope, position, name, kind="step", status="completed", output=None):
+    return EntryRecord(
+        id=i, scope=scope, position=position, name=name, kind=kind, status=status, output=output
+    )
+
+
+async def test_check__a_branch_diverging_beside_a_branch_at_its_frontier_is_reported():
+    from workflows import setup, workflow
+
+    async def body(ctx):
+        async def a(c):
+            await c.step("a1", lambda s: 1)
+            return await c.step("a2", lambda s: 2)
+
+        async def b(c):
+            return await c.step("b-new", lambda s: 3)
+
+        return await ctx.join("fan", {"a": a, "b": b})
+
+    registry = setup(use={"fan": workflow(body)})
+    run = RunRecord(id="r", workflow="fan", key=["k"], version="x", status="waiting", state={})
+    history = [_entry(1, "/fan.a", 0, "a1", output=1), _entry(2, "/fan.b", 0, "b-old", output=3)]
+    report = await check_history(run, history, registry)
+    assert report.diverged and "'b-new'" in report.detail and "'b-old'" in report.detail
+    clean = [_entry(1, "/fan.a", 0, "a1", output=1), _entry(2, "/fan.b", 0, "b-new", output=3)]
+    assert not (await check_history(run, clean, registry)).diverged
