@@ -77,31 +77,12 @@ class RunContext:
         )
 
     async def try_step(
-        self,
-        name: str,
-        fn: Callable[[StepContext], Any],
-        input: Any = None,
-        *,
-        timeout: float = 30,
-        retry_on_timeout: bool = False,
-        max_retries: int = 3,
-        retry_backoff_base: float = 0.1,
-        retry_backoff_max: float = 30.0,
-        rollback: Callable[..., Any] | None = None,
+        self, name: str, fn: Callable[[StepContext], Any], input: Any = None, **options: Any
     ) -> TryResult:
-        """As `step`, but a terminal failure (after its retries) comes back as data."""
+        """As `step`, with the same options, but a terminal failure (after its retries) comes back
+        as data."""
         try:
-            value = await self.step(
-                name,
-                fn,
-                input,
-                timeout=timeout,
-                retry_on_timeout=retry_on_timeout,
-                max_retries=max_retries,
-                retry_backoff_base=retry_backoff_base,
-                retry_backoff_max=retry_backoff_max,
-                rollback=rollback,
-            )
+            value = await self.step(name, fn, input, **options)
         except StepFailed as exc:
             return TryResult(ok=False, failure=Failure(kind=exc.kind, error=exc.error))
         return TryResult(ok=True, value=value)
