@@ -85,7 +85,7 @@ def notify_runners() -> None:
     """What the engine's own writes do on PostgreSQL; SQLite runners see the commit by themselves."""
     from django.db import connection
 
-    from workflows.django_store import NOTIFY_CHANNEL
+    from workflows.storage.django.store import NOTIFY_CHANNEL
 
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -97,7 +97,7 @@ def create_pending_runs(workflow_name: str, keys: list[list[str]]) -> list[str]:
     from django.db import transaction
 
     from workflows.conf import registry
-    from workflows.django_store import key_identity
+    from workflows.core.keys import key_identity
     from workflows.models import Run
 
     definition = registry().get(workflow_name)
@@ -130,7 +130,7 @@ def clone_waiting_run(template_run_id: str, keys: list[list[str]]) -> None:
     the same waiting entry, under other keys. Verified field by field against the template."""
     from django.db import transaction
 
-    from workflows.django_store import key_identity
+    from workflows.core.keys import key_identity
     from workflows.models import Entry, Run
 
     template = Run.objects.get(id=template_run_id)

@@ -39,7 +39,7 @@ def floor(n: int) -> dict[str, Any]:
 
 
 def _make_store():
-    from workflows.django_store import DjangoStore
+    from workflows.storage.django import DjangoStore
 
     class TimedStore(DjangoStore):
         """The real store as `runworkflows` builds it (a pool of database threads), noting when a
@@ -60,7 +60,7 @@ def _make_store():
 
 def _runner(store):
     from workflows import conf
-    from workflows.runner import Runner
+    from workflows.engine.runner import Runner
 
     # As `runworkflows` builds it (commit hooks included), minus the watcher: run_due drives it.
     return Runner(

@@ -54,9 +54,9 @@ def child(db: str, entries: int, repeat: int) -> None:
 
     django.setup()
     from workflows import Loop, queue, setup, workflow
-    from workflows.django_store import DjangoStore
+    from workflows.engine.runner import Runner
     from workflows.models import Entry, Run
-    from workflows.runner import Runner
+    from workflows.storage.django import DjangoStore
 
     async def one(step):
         return 1

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from workflows.exceptions import (
+from workflows.core.exceptions import (
     BadInput,
     MessageTimeout,
     RunFinished,

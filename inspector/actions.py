@@ -18,9 +18,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from workflows import conf, operations
-from workflows.exceptions import WorkflowError
+from workflows.core.exceptions import WorkflowError
+from workflows.core.records import TERMINAL, EntryStatus, RunStatus
 from workflows.models import Entry, Run
-from workflows.records import EntryStatus, RunStatus
 
 from . import live, selectors
 from .forms import ReplayForm, SendForm, WhyForm
@@ -202,7 +202,7 @@ def cancel_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
     run = _run(run_id)
     form = WhyForm(request.POST or None)
     error = None
-    terminal = run.status in RunStatus.TERMINAL
+    terminal = run.status in TERMINAL
     if terminal:
         error = f"The run is already {run.status}."
     elif request.method == "POST" and form.is_valid():
@@ -268,7 +268,7 @@ def send_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
     }  # e.g. the dashboard's approve
     form = SendForm(request.POST or None, queues=queues, initial=prefill)
     error, preview = None, None
-    terminal = run.status in RunStatus.TERMINAL
+    terminal = run.status in TERMINAL
     if not queues:
         error = f"The workflow “{run.workflow}” is not in this server's registries, or has no queues."
     elif terminal:

@@ -13,8 +13,8 @@ from django.db.models import Count, IntegerField, Max, OuterRef, Prefetch, Query
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from workflows.core.records import RunStatus
 from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run
-from workflows.records import RunStatus
 
 from .masking import mask
 from .timeline import AttemptSpan, EntrySpan, Timeline, build_timeline, format_duration
@@ -363,7 +363,7 @@ def percentile(sorted_values: list[float], p: float) -> float:
 def dashboard_stats(now: dt.datetime | None = None) -> DashboardStats:
     now = now or timezone.now()
     since = now - STATS_WINDOW
-    counts = {status: 0 for status in RunStatus.ALL}
+    counts = {status: 0 for status in RunStatus}
     for row in Run.objects.order_by().values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]
 

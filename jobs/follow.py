@@ -8,8 +8,8 @@ import re
 import time
 from typing import TextIO
 
-from workflows.client import RunHandle
-from workflows.records import RunRecord, RunStatus
+from workflows.core.records import TERMINAL, RunRecord
+from workflows.engine.client import RunHandle
 
 STAGE_ORDER = ("queued", "extracting", "enriching", "summarizing", "publishing", "published")
 BAR_WIDTH = 20
@@ -51,7 +51,7 @@ def follow(handle: RunHandle, out: TextIO, *, timeout: float | None = None, poll
             if event.name == "progress" and isinstance(event.payload, dict):
                 out.write(progress_line(event.payload.get("stage", "?"), event.payload.get("detail")) + "\n")
         out.flush()
-        if run.status in RunStatus.TERMINAL and not events:
+        if run.status in TERMINAL and not events:
             return run
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"job still {run.status} ({run.state.get('stage')}) after {timeout:g}s")

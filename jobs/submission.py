@@ -11,8 +11,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from workflows import BadInput
-from workflows.client import WorkflowClient
-from workflows.records import RunRecord
+from workflows.core.records import RunRecord
+from workflows.engine.client import WorkflowClient
 
 from .models import IdempotencyKey
 

@@ -3,21 +3,8 @@
 Importing this package never touches the database or Django's app registry.
 """
 
-from .clock import Clock, FakeClock
-from .context import (
-    ActionContext,
-    ErrorContext,
-    ErrorEvent,
-    Failure,
-    Loop,
-    Message,
-    RaceResult,
-    RunContext,
-    StepContext,
-    TryResult,
-)
-from .definition import Registry, Workflow, event, queue, setup, workflow
-from .exceptions import (
+from .core.clock import Clock, FakeClock
+from .core.exceptions import (
     BadInput,
     CriticalError,
     HistoryDiverged,
@@ -37,6 +24,10 @@ from .exceptions import (
     UnknownWorkflow,
     WorkflowError,
 )
+from .core.values import ActionContext, ErrorEvent, Failure, Loop, Message, RaceResult, TryResult
+from .engine.context import RunContext
+from .engine.definition import Registry, Workflow, event, queue, setup, workflow
+from .engine.step_context import ErrorContext, StepContext
 
 __all__ = [
     "ActionContext",

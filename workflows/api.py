@@ -22,16 +22,15 @@ from pydantic import ConfigDict, field_validator
 
 from . import conf, operations, selectors
 from .api_auth import ApiKeyAuth
-from .client import RunHandle
+from .core.jsonvalue import NUL_REFUSED, contains_nul
+from .core.records import RunStatus
+from .engine.client import RunHandle
 from .models import Run
-from .records import RunStatus
 
 router = Router(auth=ApiKeyAuth(), tags=["workflows"])
 
 MAX_ID = 2**63 - 1  # entry and event ids are 64-bit integers
 MAX_WAIT = 300.0  # seconds a `wait=true` send may hold its request at most
-WAIT_POLL_START = 0.01  # seconds: first look for the run's answer, doubling ...
-WAIT_POLL_MAX = 0.25  # seconds: ... up to this
 
 
 # --- schemas ----------------------------------------------------------------------------------------
@@ -51,17 +50,8 @@ class ErrorOut(Schema):
 
 def _refuse_nul(data: Any) -> Any:
     """PostgreSQL stores no NUL character in text or jsonb: refuse one here as a 422, not a 500."""
-    stack = [data]
-    while stack:  # iterative: a deeply nested body must not overflow the stack
-        value = stack.pop()
-        if isinstance(value, str):
-            if "\x00" in value:
-                raise ValueError("text must not contain the NUL character (\\u0000)")
-        elif isinstance(value, dict):
-            stack.extend(value.keys())
-            stack.extend(value.values())
-        elif isinstance(value, list | tuple):
-            stack.extend(value)
+    if contains_nul(data):
+        raise ValueError(NUL_REFUSED)
     return data
 
 
@@ -157,7 +147,7 @@ class RunDetailOut(RunOut):
 
 class RunFilters(_NoNul):
     workflow: str | None = None
-    status: Literal[RunStatus.ALL] | None = None
+    status: Literal[tuple(s.value for s in RunStatus)] | None = None  # type: ignore[valid-type]
     key: list[str] | None = Field(None, description="The exact key: repeat the parameter per part.")
     created_after: dt.datetime | None = Field(None, description="ISO 8601; UTC when no offset is given.")
     created_before: dt.datetime | None = None

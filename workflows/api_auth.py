@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
-from .exceptions import BadInput
+from .core.exceptions import BadInput
 from .models import ApiKey
 
 KEY_MARKER = "wf_"  # makes leaked keys easy to spot (secret scanners, logs)

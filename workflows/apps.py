@@ -5,3 +5,13 @@ class WorkflowsConfig(AppConfig):
     name = "workflows"
     verbose_name = "Workflows"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        """Hand the engine its defaults: the Django store, the registries of the settings, and
+        sync steps that close stale database connections around them."""
+        from . import conf
+        from .engine import defaults
+
+        defaults.configure(
+            store=conf.default_store, registry=conf.registry, sync_step_runner=conf.run_sync_step
+        )

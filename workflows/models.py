@@ -1,23 +1,24 @@
-"""The engine's tables. Models hold data and constraints; the store (django_store.py) writes them."""
+"""The engine's tables. Models hold data and constraints; `workflows.storage.django` writes
+them (and nothing else does). Statuses, kinds and outcomes are the core's enums."""
 
 from __future__ import annotations
 
 import uuid
+from enum import StrEnum
 
 from django.db import models
 from django.db.models import Q
 
-from .records import EntryKind, EntryStatus, RunStatus
+from .core.records import AuditAction, EntryKind, EntryStatus, Outcome, RunStatus
+
+
+def _choices(values: type[StrEnum]) -> list[tuple[str, str]]:
+    """An enum of the core as field choices, labelled as TextChoices would label them."""
+    return [(v.value, v.name.replace("_", " ").title()) for v in values]
 
 
 class Run(models.Model):
-    class Status(models.TextChoices):
-        PENDING = RunStatus.PENDING
-        RUNNING = RunStatus.RUNNING
-        WAITING = RunStatus.WAITING
-        COMPLETED = RunStatus.COMPLETED
-        FAILED = RunStatus.FAILED
-        CANCELLED = RunStatus.CANCELLED
+    Status = RunStatus
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     workflow = models.CharField(max_length=200)
@@ -25,7 +26,7 @@ class Run(models.Model):
     key_text = models.TextField(help_text="The key as JSON text, for search.")
     key_hash = models.CharField(max_length=64, help_text="sha256 of key_text: the unique key.")
     version = models.CharField(max_length=64, blank=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    status = models.CharField(max_length=16, choices=_choices(RunStatus), default=RunStatus.PENDING)
     state = models.JSONField(default=dict)
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
@@ -59,30 +60,15 @@ class Run(models.Model):
 class Entry(models.Model):
     """A step record: one entry of a run's history (a step, a sleep, a queue wait...)."""
 
-    class Kind(models.TextChoices):
-        STEP = EntryKind.STEP
-        SLEEP = EntryKind.SLEEP
-        QUEUE = EntryKind.QUEUE
-        JOIN = EntryKind.JOIN
-        RACE = EntryKind.RACE
-        LOOP = EntryKind.LOOP
-        TRY = EntryKind.TRY
-        CHECKPOINT = EntryKind.CHECKPOINT
-        VERSION = EntryKind.VERSION
-
-    class Status(models.TextChoices):
-        COMPLETED = EntryStatus.COMPLETED
-        FAILED = EntryStatus.FAILED
-        RETRYING = EntryStatus.RETRYING
-        WAITING = EntryStatus.WAITING
-        RUNNING = EntryStatus.RUNNING
+    Kind = EntryKind
+    Status = EntryStatus
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="entries")
     scope = models.CharField(max_length=500, blank=True, default="")
     position = models.IntegerField()
     name = models.CharField(max_length=200)
-    kind = models.CharField(max_length=16, choices=Kind.choices)
-    status = models.CharField(max_length=16, choices=Status.choices)
+    kind = models.CharField(max_length=16, choices=_choices(EntryKind))
+    status = models.CharField(max_length=16, choices=_choices(EntryStatus))
     input = models.JSONField(null=True, blank=True)
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
@@ -114,17 +100,13 @@ class Entry(models.Model):
 
 
 class Attempt(models.Model):
-    class Outcome(models.TextChoices):
-        OK = "ok"
-        ERROR = "error"
-        TIMEOUT = "timeout"
-        CRITICAL = "critical"
+    Outcome = Outcome
 
     entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="attempt_set")
     number = models.IntegerField()
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
-    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    outcome = models.CharField(max_length=16, choices=_choices(Outcome))
     error = models.JSONField(null=True, blank=True)
     delay = models.FloatField(null=True, blank=True, help_text="Seconds waited before the next attempt.")
     retry_at = models.DateTimeField(null=True, blank=True)
@@ -183,14 +165,10 @@ class Event(models.Model):
 class AuditEntry(models.Model):
     """An operator's action on a run: who, when, what, why. Written with the change it records."""
 
-    class Action(models.TextChoices):
-        REPLAY = "replay"
-        RETRY_NOW = "retry_now"
-        CANCEL = "cancel"
-        SEND = "send"
+    Action = AuditAction
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="audit_entries")
-    action = models.CharField(max_length=32, choices=Action.choices)
+    action = models.CharField(max_length=32, choices=_choices(AuditAction))
     actor = models.CharField(max_length=200, help_text="User name, API key name or command.")
     reason = models.TextField(blank=True)
     details = models.JSONField(default=dict, blank=True)

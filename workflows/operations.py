@@ -11,11 +11,11 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from .definition import Registry
-from .exceptions import BadInput, RunNotFound
-from .jsonvalue import normalize
+from .core.exceptions import BadInput, RunNotFound
+from .core.jsonvalue import normalize
+from .core.records import TERMINAL, EntryStatus, OutgoingMessage, RunStatus
+from .engine.definition import Registry
 from .models import AuditEntry, Entry, Run
-from .records import EntryStatus, OutgoingMessage, RunStatus
 
 
 class RunBusy(BadInput):
@@ -38,7 +38,7 @@ def _locked_run(run_id: str) -> Run:
 
 def _notify() -> None:
     if connection.vendor == "postgresql":
-        from .django_store import NOTIFY_CHANNEL
+        from .storage.django.store import NOTIFY_CHANNEL
 
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, '')", [NOTIFY_CHANNEL])
@@ -133,7 +133,7 @@ def cancel(run_id: str, *, actor: str, reason: str = "") -> Run:
     now = _now()
     with transaction.atomic():
         run = _locked_run(run_id)
-        if run.status in RunStatus.TERMINAL:
+        if run.status in TERMINAL:
             raise BadInput(f"run {run_id} is already {run.status}")
         default_store().request_cancel(run_id, now=now)
         _audit(run, AuditEntry.Action.CANCEL, actor, reason, {}, now)

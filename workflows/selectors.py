@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from django.db.models import Prefetch, Q
 
-from .django_store import key_identity
-from .exceptions import BadInput, RunNotFound
+from .core.exceptions import BadInput, RunNotFound
+from .core.keys import key_identity
 from .models import Attempt, Entry, Event, Run
 
 MAX_PAGE = 200  # runs or events per page, at most

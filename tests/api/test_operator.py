@@ -11,8 +11,8 @@ from asgiref.sync import async_to_sync
 from tests.api import flows
 from tests.api.helpers import assert_error, counts
 from workflows import conf
+from workflows.engine.runner import Runner
 from workflows.models import AuditEntry, Entry, Run
-from workflows.runner import Runner
 from workflows.testing import run_until_idle
 
 

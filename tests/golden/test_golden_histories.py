@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from workflows.records import EntryRecord, RunRecord
-from workflows.replay_check import check_history
+from workflows.core.records import EntryRecord, RunRecord
+from workflows.engine.replayer import check_history
 
 from .flows import registry
 
@@ -75,8 +75,8 @@ def test_checkreplay_command__lists_diverging_runs(settings, capsys):
     from django.core.management.base import CommandError
 
     from workflows import conf, queue, setup, workflow
-    from workflows.client import WorkflowClient
-    from workflows.django_store import DjangoStore
+    from workflows.engine.client import WorkflowClient
+    from workflows.storage.django import DjangoStore
     from workflows.testing import run_until_idle
 
     async def v1(ctx):

@@ -12,8 +12,8 @@ from django.urls import reverse
 
 from tests.inspector import flows
 from workflows import conf
+from workflows.engine.runner import Runner
 from workflows.models import AuditEntry, Entry, Message, Run
-from workflows.runner import Runner
 from workflows.testing import run_until_idle
 
 pytestmark = pytest.mark.django_db

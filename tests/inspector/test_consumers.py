@@ -19,8 +19,8 @@ from django.test import Client
 from config.asgi import application
 from inspector import live
 from tests.inspector import flows
+from workflows.core.records import Commit, Transition
 from workflows.models import Event, Run
-from workflows.records import Commit, Transition
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -241,7 +241,7 @@ async def test_events__a_poke_from_another_process_arrives_through_redis(no_poll
     script = (
         "import asyncio, django; django.setup()\n"
         "from inspector.live import on_commit\n"
-        "from workflows.records import Commit\n"
+        "from workflows.core.records import Commit\n"
         f"asyncio.run(on_commit({run_id!r}, Commit()))\n"
     )
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, cwd=ROOT)

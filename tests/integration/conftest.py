@@ -8,9 +8,9 @@ import os
 import pytest
 
 from tests.unit.conftest import Counting, Harness
-from workflows.clock import FakeClock
-from workflows.django_store import DjangoStore
+from workflows.core.clock import FakeClock
 from workflows.models import Attempt, Message, Run
+from workflows.storage.django import DjangoStore
 
 
 class CountingDjangoStore(Counting, DjangoStore):

@@ -10,13 +10,13 @@ import pytest
 from django.db import connection, connections
 
 from workflows import queue, setup, workflow
-from workflows.client import WorkflowClient
-from workflows.clock import FakeClock
-from workflows.django_store import DjangoStore
-from workflows.exceptions import InvalidKey, InvalidMessage, LeaseLost, UnknownQueue, UnknownWorkflow
+from workflows.core.clock import FakeClock
+from workflows.core.exceptions import InvalidKey, InvalidMessage, LeaseLost, UnknownQueue, UnknownWorkflow
+from workflows.core.records import AttemptWrite, Commit, EntryWrite
+from workflows.engine.client import WorkflowClient
+from workflows.engine.runner import Runner
 from workflows.models import Entry, Event, Message, Run
-from workflows.records import AttemptWrite, Commit, EntryWrite
-from workflows.runner import Runner
+from workflows.storage.django import DjangoStore
 from workflows.testing import run_until_idle
 
 pytestmark = pytest.mark.django_db

@@ -153,7 +153,7 @@ def test_idempotency_key__a_refused_body_does_not_claim_the_key(client):
 
 
 def test_a_failed_start_leaves_nothing(client, monkeypatch):
-    from workflows.client import RunHandle
+    from workflows.engine.client import RunHandle
 
     def broken_send(self, *args, **kwargs):
         raise RuntimeError("database went away")

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from jobs.workflows import APPROVAL_TIMEOUT, registry
-from workflows.exceptions import InvalidMessage
+from workflows.core.exceptions import InvalidMessage
 from workflows.models import AuditEntry
 from workflows.testing import run_until_idle
 

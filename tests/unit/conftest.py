@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from workflows.client import WorkflowClient
-from workflows.clock import FakeClock
-from workflows.definition import Registry
-from workflows.memory_store import MemoryStore
+from workflows.core.clock import FakeClock
+from workflows.engine.client import WorkflowClient
+from workflows.engine.definition import Registry
+from workflows.storage.memory import MemoryStore
 from workflows.testing import arun_until_idle
 
 

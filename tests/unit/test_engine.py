@@ -9,8 +9,8 @@ import pydantic
 import pytest
 
 from workflows import CriticalError, RetryAfter, event, queue, setup, workflow
-from workflows.exceptions import InvalidMessage, RunFinished, UnknownQueue
-from workflows.executor import Execution
+from workflows.core.exceptions import InvalidMessage, RunFinished, UnknownQueue
+from workflows.engine.execution import Execution
 
 
 def one(fn, **kw):
@@ -163,7 +163,7 @@ async def test_state__failed_attempt_changes_do_not_commit(h):
     handle = await h.client(reg, "wf").aget_or_create(["k"])
     run_id = handle.run_id
     # run only the first attempt: the claim/execute happens, then the run waits on backoff
-    from workflows.runner import Runner
+    from workflows.engine.runner import Runner
 
     await Runner(registry=reg, store=h.store, clock=h.clock, watch=False).run_due()
     assert h.store.get_run(run_id).state == {"touched": 0}
@@ -215,7 +215,7 @@ async def test_divergence__changed_code_fails_the_run_naming_both(h):
 
     reg1 = one(v1)
     handle = await h.client(reg1, "wf").aget_or_create(["k"])
-    from workflows.runner import Runner
+    from workflows.engine.runner import Runner
 
     await Runner(registry=reg1, store=h.store, clock=h.clock, watch=False).run_due()
     h.clock.advance(20)
@@ -301,7 +301,7 @@ async def test_sleep__replay_never_extends_the_timer(h):
 
     reg = one(body)
     handle = await h.client(reg, "wf").aget_or_create(["k"])
-    from workflows.runner import Runner
+    from workflows.engine.runner import Runner
 
     await Runner(registry=reg, store=h.store, clock=h.clock, watch=False).run_due()
     wake = h.entries(handle.run_id)["nap"].wake_at
@@ -472,7 +472,7 @@ async def test_actions_read_the_state(h):
 
 
 async def test_get_or_create_is_idempotent_and_key_validated(h):
-    from workflows.exceptions import InvalidKey
+    from workflows.core.exceptions import InvalidKey
 
     async def body(ctx):
         return None
@@ -498,7 +498,7 @@ async def test_removed_trailing_step_is_reported_as_divergence(h):
 
     reg1 = one(v1)
     handle = await h.client(reg1, "wf").aget_or_create(["k"])
-    from workflows.runner import Runner
+    from workflows.engine.runner import Runner
 
     await Runner(registry=reg1, store=h.store, clock=h.clock, watch=False).run_due()
     h.clock.advance(10)
@@ -538,7 +538,7 @@ async def test_events__a_steps_broadcast_is_stored_while_the_step_still_runs(h):
 
 
 async def test_slow_step__is_marked_running_while_it_runs_then_completed_in_place(h):
-    from workflows import executor
+    from workflows.engine import steps as executor
 
     seen = []
     holder = {}
@@ -571,7 +571,7 @@ async def test_slow_step__is_marked_running_while_it_runs_then_completed_in_plac
 
 
 async def test_crash_mid_step__a_running_record_resumes_as_the_next_attempt(h):
-    from workflows.records import Commit, EntryWrite
+    from workflows.core.records import Commit, EntryWrite
 
     calls = []
 
@@ -591,8 +591,8 @@ async def test_crash_mid_step__a_running_record_resumes_as_the_next_attempt(h):
 
 
 async def test_runner__survives_a_store_outage_and_goes_on(h, monkeypatch):
-    from workflows import runner as runner_module
-    from workflows.runner import Runner
+    from workflows.engine import runner as runner_module
+    from workflows.engine.runner import Runner
 
     monkeypatch.setattr(runner_module, "STORE_RETRY_BASE", 0.01)
     calls = {"claim": 0}

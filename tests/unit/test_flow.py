@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from workflows import CriticalError, JoinError, Loop, RaceError, queue, setup, workflow
-from workflows.clock import Clock
-from workflows.runner import Runner
+from workflows.core.clock import Clock
+from workflows.engine.runner import Runner
 
 
 def one(fn, **kw):

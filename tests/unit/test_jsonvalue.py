@@ -2,9 +2,9 @@
 
 import pytest
 
-from workflows.definition import validate_key
-from workflows.exceptions import InvalidKey, NotRecordable
-from workflows.jsonvalue import dumps, normalize
+from workflows.core.exceptions import InvalidKey, NotRecordable
+from workflows.core.jsonvalue import dumps, normalize
+from workflows.core.keys import validate_key
 
 
 def test_normalize__tuples_become_lists():

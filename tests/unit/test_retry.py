@@ -2,7 +2,7 @@
 
 import pytest
 
-from workflows.retry import RetryPolicy
+from workflows.core.retry import RetryPolicy
 
 
 def test_backoff__base_2_waits_4_8_16_up_to_the_cap():

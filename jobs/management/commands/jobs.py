@@ -13,7 +13,7 @@ from jobs.follow import follow as follow_job
 from jobs.schemas import JobStart
 from jobs.submission import job_submit, jobs_client
 from workflows import BadInput, RunNotFound
-from workflows.records import RunStatus
+from workflows.core.records import RunStatus
 
 
 class Command(BaseCommand):

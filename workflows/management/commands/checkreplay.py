@@ -7,10 +7,10 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows import conf
-from workflows.django_store import run_record
+from workflows.core.records import TERMINAL
+from workflows.engine.replayer import Replayer
 from workflows.models import Run
-from workflows.records import RunStatus
-from workflows.replay_check import check_history
+from workflows.storage.django.rows import run_record
 
 BATCH = 200  # runs loaded per query
 
@@ -26,14 +26,14 @@ class Command(BaseCommand):
     def handle(self, *args, workflow=None, all=False, json=False, **options):
         runs = Run.objects.order_by("created_at", "id")
         if not all:
-            runs = runs.exclude(status__in=RunStatus.TERMINAL)
+            runs = runs.exclude(status__in=TERMINAL)
         if workflow:
             runs = runs.filter(workflow=workflow)
-        store, registry = conf.default_store(), conf.registry()
+        store, replayer = conf.default_store(), Replayer(conf.registry())
         checked = diverged = 0
         for run in runs.iterator(chunk_size=BATCH):
             record = run_record(run)
-            report = asyncio.run(check_history(record, store.load_history(record.id), registry))
+            report = asyncio.run(replayer.check(record, store.load_history(record.id)))
             checked += 1
             diverged += report.diverged
             if json:

@@ -6,8 +6,8 @@ import signal
 from django.core.management.base import BaseCommand
 
 from workflows import conf
-from workflows.django_store import DjangoStore
-from workflows.runner import Runner
+from workflows.engine.runner import Runner
+from workflows.storage.django import DjangoStore
 
 
 class Command(BaseCommand):

@@ -21,8 +21,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from workflows import conf, operations, selectors
 from workflows.api_auth import create_api_key, revoke_api_key
-from workflows.exceptions import WorkflowError
-from workflows.records import RunStatus
+from workflows.core.exceptions import WorkflowError
+from workflows.core.records import RunStatus
 
 
 def _json(text: str, what: str) -> Any:
@@ -56,7 +56,7 @@ class Command(BaseCommand):
         apikey_sub.add_parser("revoke", help="Refuse the key from now on.").add_argument("name")
 
         ls = sub.add_parser("list", help="Runs, newest first.")
-        ls.add_argument("--status", choices=RunStatus.ALL)
+        ls.add_argument("--status", choices=[s.value for s in RunStatus])
         ls.add_argument("--workflow")
         ls.add_argument("--limit", type=int, default=50, help=f"At most {selectors.MAX_PAGE}.")
         ls.add_argument("--cursor", help="The next-page cursor printed by a previous list.")

@@ -14,8 +14,10 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from .exceptions import LeaseLost, RunFinished, RunNotFound
-from .records import (
+from ..core.exceptions import LeaseLost, RunFinished, RunNotFound
+from ..core.records import (
+    LIVE,
+    TERMINAL,
     AttemptWrite,
     Commit,
     CommitResult,
@@ -26,9 +28,7 @@ from .records import (
     RunRecord,
     RunStatus,
 )
-from .store import Store
-
-_LIVE = (RunStatus.PENDING, RunStatus.WAITING, RunStatus.RUNNING)
+from .base import Store
 
 
 class MemoryStore(Store):
@@ -87,7 +87,7 @@ class MemoryStore(Store):
                     for r in self.runs.values()
                     if r.wake_at is not None
                     and r.wake_at <= now
-                    and r.status in _LIVE
+                    and r.status in LIVE
                     and r.workflow in workflows
                 ),
                 key=lambda r: r.wake_at,
@@ -111,7 +111,7 @@ class MemoryStore(Store):
                 r.wake_at
                 for r in self.runs.values()
                 if r.wake_at is not None
-                and r.status in _LIVE
+                and r.status in LIVE
                 and r.workflow in workflows
                 and not (r.status == RunStatus.RUNNING and r.lease_owner == owner)
             ]
@@ -162,7 +162,7 @@ class MemoryStore(Store):
         if t is not None:
             changes["status"] = t.status
             changes["lease_owner"] = ""
-            if t.status in RunStatus.TERMINAL:
+            if t.status in TERMINAL:
                 changes.update(wake_at=None, result=t.result, error=t.error)
             else:
                 changes["wake_at"] = t.wake_at
@@ -233,7 +233,7 @@ class MemoryStore(Store):
                 initial_state=outgoing.initial_state or {}, now=now,
             )  # fmt: skip
             run = self.runs[run.id]
-        if run.status in RunStatus.TERMINAL:
+        if run.status in TERMINAL:
             raise RunFinished(f"run {run.id} is {run.status}; it takes no more messages")
         if run.status in (RunStatus.PENDING, RunStatus.WAITING):
             self.runs[run.id] = replace(run, wake_at=now)
@@ -266,7 +266,7 @@ class MemoryStore(Store):
             run = self.runs.get(run_id)
             if run is None:
                 raise RunNotFound(f"no run with id {run_id!r}")
-            if run.status not in RunStatus.TERMINAL and not run.cancel_requested:
+            if run.status not in TERMINAL and not run.cancel_requested:
                 wake = run.wake_at if run.status == RunStatus.RUNNING else now
                 run = replace(run, cancel_requested=True, wake_at=wake)
                 self.runs[run_id] = run

@@ -1,6 +1,6 @@
 """Structured control flow over the same history: join, race, loop and try blocks.
 
-Each opens child scopes (replay.child_scope) whose entries replay like the root's. Branches run
+Each opens child scopes (core.replay.child_scope) whose entries replay like the root's. Branches run
 as asyncio tasks of one execution. A branch that must wait (a retry backoff, a sleep, a queue)
 waits in-process while another branch is still running, then resumes from its scope's top;
 once no branch is running, the whole run suspends and holds nothing.
@@ -12,54 +12,44 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from .context import Failure, Loop, RaceResult, RunContext, TryResult
-from .exceptions import JoinError, RaceError, StepFailed
-from .jsonvalue import normalize
-from .records import Commit, EntryKind, EntryStatus, EntryWrite
-from .replay import Slot, child_scope
+from ..core.exceptions import JoinError, RaceError, StepFailed
+from ..core.jsonvalue import normalize
+from ..core.records import Commit, EntryKind, EntryStatus, EntryWrite
+from ..core.replay import Action, Decision, child_scope
+from ..core.signals import Suspend, Unwind
+from ..core.values import Failure, Loop, RaceResult, TryResult, error_info
 
 if TYPE_CHECKING:
-    from .executor import Execution
+    from .context import RunContext
+    from .execution import Execution
 
-Branch = Callable[[RunContext], Awaitable[Any]]
+Branch = Callable[["RunContext"], Awaitable[Any]]
 BRANCH_WAIT_POLL = 0.2  # seconds between looks for a message while a branch waits in-process
 
 
-def _error(exc: BaseException) -> dict[str, Any]:
-    from .executor import error_info
-
-    info = error_info(exc)
-    if isinstance(exc, StepFailed):
-        info["step"], info["kind"] = exc.step_name, exc.kind
-    return info
-
-
-def _settle(ex: Execution, slot: Slot, name: str, kind: str, status: str, output: Any = None,
+def _settle(ex: Execution, decision: Decision, name: str, kind: str, status: str, output: Any = None,
             error: dict[str, Any] | None = None) -> EntryWrite:  # fmt: skip
     now = ex.clock.now()
-    recorded = slot.recorded
     return EntryWrite(
-        id=recorded.id if recorded else None,
-        scope=slot.scope,
-        position=slot.position,
+        id=decision.entry_id,
+        scope=decision.scope,
+        position=decision.position,
         name=name,
         kind=kind,
         status=status,
-        input=recorded.input if recorded else None,
+        input=decision.input,
         output=output,
         error=error,
-        started_at=recorded.started_at if recorded and recorded.started_at else now,
+        started_at=decision.started_at or now,
         finished_at=now,
     )
 
 
 async def _run_branch(ex: Execution, scope: str, fn: Branch) -> tuple[str, Any]:
     """One pass over a branch: ("ok", value) | ("error", exc) | ("suspended", Suspend)."""
-    from .executor import Suspend
-
     ex.history.restart(scope)
     try:
-        value = await fn(RunContext(ex, scope))
+        value = await fn(ex.context(scope))
         ex.history.check_finished(scope)
         return "ok", normalize(value, f"the result of branch {scope!r}")
     except Suspend as suspend:
@@ -87,8 +77,6 @@ async def _wait_then_run(ex: Execution, scope: str, fn: Branch, suspend: Any) ->
 async def _branches(ex: Execution, base_scope: str, name: str, branches: dict[str, Branch], first_wins: bool):
     """Drive branches until all settle (join) or one succeeds (race). Returns (results, errors,
     winner); raises Suspend when every unsettled branch waits."""
-    from .executor import Suspend
-
     if not branches:
         raise ValueError(f"{name!r} needs at least one branch")
     scopes = {b: child_scope(base_scope, name, branch=b) for b in branches}
@@ -109,7 +97,7 @@ async def _branches(ex: Execution, base_scope: str, name: str, branches: dict[st
                     if first_wins:
                         return results, errors, branch
                 elif outcome == "error":
-                    errors[branch] = _error(value)
+                    errors[branch] = error_info(value)
                 else:
                     waiting[branch] = value
             running = [b for b in tasks if b not in waiting]
@@ -140,41 +128,37 @@ async def _branches(ex: Execution, base_scope: str, name: str, branches: dict[st
 
 
 async def join(ex: Execution, scope: str, name: str, branches: dict[str, Branch]) -> dict[str, Any]:
-    slot = ex._enter(scope, name, EntryKind.JOIN)
-    recorded = slot.recorded
-    if recorded is not None and recorded.status == EntryStatus.COMPLETED:
-        return recorded.output
-    if recorded is not None and recorded.status == EntryStatus.FAILED:
-        raise JoinError(name, (recorded.error or {}).get("branches", {}))
+    decision = ex.enter(scope, name, EntryKind.JOIN)
+    if decision.action == Action.REPLAY:
+        return decision.value
+    if decision.action == Action.RAISE:
+        raise JoinError(name, decision.error.get("branches", {}))
     results, errors, _ = await _branches(ex, scope, name, branches, first_wins=False)
-    if ex.fatal is not None:  # a branch diverged: record nothing, the run fails with it
-        raise ex.fatal
+    ex.raise_if_fatal()  # a branch diverged: record nothing, the run fails with it
     if errors:
-        entry = _settle(ex, slot, name, EntryKind.JOIN, EntryStatus.FAILED, error={"branches": errors})
-        await ex._commit(Commit(entries=[(entry, None)]))
+        entry = _settle(ex, decision, name, EntryKind.JOIN, EntryStatus.FAILED, error={"branches": errors})
+        await ex.commit(Commit(entries=[(entry, None)]))
         raise JoinError(name, errors)
-    entry = _settle(ex, slot, name, EntryKind.JOIN, EntryStatus.COMPLETED, output=results)
-    await ex._commit(Commit(entries=[(entry, None)]))
+    entry = _settle(ex, decision, name, EntryKind.JOIN, EntryStatus.COMPLETED, output=results)
+    await ex.commit(Commit(entries=[(entry, None)]))
     return results
 
 
 async def race(ex: Execution, scope: str, name: str, branches: dict[str, Branch]) -> RaceResult:
-    slot = ex._enter(scope, name, EntryKind.RACE)
-    recorded = slot.recorded
-    if recorded is not None and recorded.status == EntryStatus.COMPLETED:
-        return RaceResult(winner=recorded.output["winner"], value=recorded.output["value"])
-    if recorded is not None and recorded.status == EntryStatus.FAILED:
-        raise RaceError(name, (recorded.error or {}).get("branches", {}))
+    decision = ex.enter(scope, name, EntryKind.RACE)
+    if decision.action == Action.REPLAY:
+        return RaceResult(winner=decision.value["winner"], value=decision.value["value"])
+    if decision.action == Action.RAISE:
+        raise RaceError(name, decision.error.get("branches", {}))
     results, errors, winner = await _branches(ex, scope, name, branches, first_wins=True)
-    if ex.fatal is not None:
-        raise ex.fatal
+    ex.raise_if_fatal()
     if winner is None:
-        entry = _settle(ex, slot, name, EntryKind.RACE, EntryStatus.FAILED, error={"branches": errors})
-        await ex._commit(Commit(entries=[(entry, None)]))
+        entry = _settle(ex, decision, name, EntryKind.RACE, EntryStatus.FAILED, error={"branches": errors})
+        await ex.commit(Commit(entries=[(entry, None)]))
         raise RaceError(name, errors)
     output = {"winner": winner, "value": results[winner]}
-    await ex._commit(
-        Commit(entries=[(_settle(ex, slot, name, EntryKind.RACE, EntryStatus.COMPLETED, output), None)])
+    await ex.commit(
+        Commit(entries=[(_settle(ex, decision, name, EntryKind.RACE, EntryStatus.COMPLETED, output), None)])
     )
     return RaceResult(winner=winner, value=results[winner])
 
@@ -192,37 +176,36 @@ async def loop(
     history stays bounded however long the loop runs."""
     if history_size is not None and history_size < 1:
         raise ValueError("history_size must be >= 1 (or None to keep every iteration)")
-    slot = ex._enter(scope, name, EntryKind.LOOP)
-    recorded = slot.recorded
-    if recorded is not None and recorded.status == EntryStatus.COMPLETED:
-        return recorded.output
-    if recorded is not None:
-        iteration, state = recorded.output["iteration"], recorded.output["state"]
-        entry_id = recorded.id
+    decision = ex.enter(scope, name, EntryKind.LOOP, input={"history_size": history_size})
+    if decision.action == Action.REPLAY:
+        return decision.value
+    if decision.recorded is not None:  # resume at the iteration the loop's entry checkpointed
+        iteration, state = decision.value["iteration"], decision.value["state"]
+        entry_id = decision.entry_id
     else:
         iteration, state = 0, normalize(state, f"the state of loop {name!r}")
         now = ex.clock.now()
         start = EntryWrite(
-            id=None, scope=slot.scope, position=slot.position, name=name, kind=EntryKind.LOOP,
-            status=EntryStatus.WAITING, input={"history_size": history_size},
+            id=None, scope=decision.scope, position=decision.position, name=name, kind=EntryKind.LOOP,
+            status=EntryStatus.WAITING, input=decision.input,
             output={"iteration": 0, "state": state}, started_at=now,
         )  # fmt: skip
-        result = await ex._commit(Commit(entries=[(start, None)]))
+        result = await ex.commit(Commit(entries=[(start, None)]))
         entry_id = result.entry_ids[0]
-    started_at = recorded.started_at if recorded else ex.clock.now()
+    started_at = decision.started_at or ex.clock.now()
     while True:
         it_scope = child_scope(scope, name, iteration=iteration)
-        outcome = await fn(RunContext(ex, it_scope), state)
+        outcome = await fn(ex.context(it_scope), state)
         ex.history.check_finished(it_scope)
         entry = EntryWrite(
-            id=entry_id, scope=slot.scope, position=slot.position, name=name, kind=EntryKind.LOOP,
-            status=EntryStatus.WAITING, input={"history_size": history_size}, started_at=started_at,
+            id=entry_id, scope=decision.scope, position=decision.position, name=name, kind=EntryKind.LOOP,
+            status=EntryStatus.WAITING, input=decision.input, started_at=started_at,
         )  # fmt: skip
         if isinstance(outcome, Loop.Done):
             value = normalize(outcome.value, f"the result of loop {name!r}")
             entry.status, entry.output, entry.finished_at = EntryStatus.COMPLETED, value, ex.clock.now()
             entry.meta = {"iterations": iteration + 1}
-            await ex._commit(Commit(entries=[(entry, None)]))
+            await ex.commit(Commit(entries=[(entry, None)]))
             return value
         if not isinstance(outcome, Loop.Next):
             raise TypeError(f"loop {name!r}: the body must return Loop.next(state) or Loop.done(value)")
@@ -233,16 +216,13 @@ async def loop(
         old = iteration - 1 - history_size if history_size is not None else -1
         if old >= 0:
             commit.prune.append(child_scope(scope, name, iteration=old))
-        await ex._commit(commit)
+        await ex.commit(commit)
 
 
 async def try_block(ex: Execution, scope: str, name: str, fn: Branch) -> TryResult:
-    from .executor import _Unwind
-
-    slot = ex._enter(scope, name, EntryKind.TRY)
-    recorded = slot.recorded
-    if recorded is not None and recorded.status == EntryStatus.COMPLETED:
-        out = recorded.output
+    decision = ex.enter(scope, name, EntryKind.TRY)
+    if decision.action == Action.REPLAY:
+        out = decision.value
         if out["ok"]:
             return TryResult(ok=True, value=out["value"])
         return TryResult(
@@ -250,20 +230,19 @@ async def try_block(ex: Execution, scope: str, name: str, fn: Branch) -> TryResu
         )
     block_scope = child_scope(scope, name)
     try:
-        value = await fn(RunContext(ex, block_scope))
+        value = await fn(ex.context(block_scope))
         ex.history.check_finished(block_scope)
         value = normalize(value, f"the result of try block {name!r}")
         result = TryResult(ok=True, value=value)
         output: dict[str, Any] = {"ok": True, "value": value}
-    except _Unwind:
+    except Unwind:
         raise
     except Exception as exc:
-        if ex.fatal is not None:
-            raise
+        ex.raise_if_fatal()
         kind = exc.kind if isinstance(exc, StepFailed) else "error"
-        failure = Failure(kind=kind, error=_error(exc))
+        failure = Failure(kind=kind, error=error_info(exc))
         result = TryResult(ok=False, failure=failure)
         output = {"ok": False, "failure": {"kind": failure.kind, "error": failure.error}}
-    entry = _settle(ex, slot, name, EntryKind.TRY, EntryStatus.COMPLETED, output=output)
-    await ex._commit(Commit(entries=[(entry, None)]))
+    entry = _settle(ex, decision, name, EntryKind.TRY, EntryStatus.COMPLETED, output=output)
+    await ex.commit(Commit(entries=[(entry, None)]))
     return result

@@ -49,11 +49,10 @@ class RetryAfter(WorkflowError):
 class StepFailed(WorkflowError):
     """A step failed terminally; raised into the workflow body (and on every replay of it)."""
 
-    def __init__(self, step_name: str, kind: str, error: dict[str, Any], replayed: bool = False) -> None:
+    def __init__(self, step_name: str, kind: str, error: dict[str, Any]) -> None:
         self.step_name = step_name
         self.kind = kind  # "critical" | "timeout" | "exhausted"
         self.error = error
-        self.replayed = replayed  # raised again from the record, not by a live attempt
         super().__init__(f"step {step_name!r} failed ({kind}): {error.get('name')}: {error.get('message')}")
 
 

@@ -26,3 +26,23 @@ def dumps(value: Any, what: str) -> str:
 def normalize(value: Any, what: str) -> Any:
     """A JSON round trip: the value exactly as a replay will see it (tuples become lists...)."""
     return json.loads(dumps(value, what))
+
+
+def contains_nul(value: Any) -> bool:
+    """True when a string anywhere in `value` (keys included) holds NUL, which PostgreSQL cannot
+    store in text or jsonb. Iterative: a deeply nested value cannot overflow the stack."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
+
+
+NUL_REFUSED = "text must not contain the NUL character (\\u0000)"

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import functools
-import hashlib
-import json
 import logging
 import threading
 import uuid
@@ -22,11 +20,12 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
-from django.utils.dateparse import parse_datetime
 
-from .exceptions import LeaseLost, RunFinished, RunNotFound
-from .models import Entry, Event, Message, Run
-from .records import (
+from ...core.exceptions import LeaseLost, RunFinished, RunNotFound
+from ...core.keys import key_identity
+from ...core.records import (
+    LIVE,
+    TERMINAL,
     Commit,
     CommitResult,
     EntryRecord,
@@ -36,95 +35,15 @@ from .records import (
     RunRecord,
     RunStatus,
 )
-from .store import Store
+from ...models import Entry, Event, Message, Run
+from ..base import Store
+from .rows import ENTRY_FIELDS, RUN_COLUMNS, event_record, message_record, run_from_row, run_record
 
-logger = logging.getLogger("workflows.store")
+logger = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "workflows_wake"
 SQLITE_POLL = 0.01  # seconds between data_version checks: an in-process call, no table read
 LISTEN_RETRY = 1.0  # seconds before reconnecting a dropped LISTEN connection
-_LIVE = (RunStatus.PENDING, RunStatus.WAITING, RunStatus.RUNNING)
-
-
-def key_identity(key: list[str]) -> tuple[str, str]:
-    text = json.dumps(key, separators=(",", ":"), ensure_ascii=False)
-    return text, hashlib.sha256(text.encode()).hexdigest()
-
-
-def run_record(run: Run) -> RunRecord:
-    return RunRecord(
-        id=str(run.id),
-        workflow=run.workflow,
-        key=list(run.key),
-        version=run.version,
-        status=run.status,
-        state=run.state,
-        result=run.result,
-        error=run.error,
-        created_at=run.created_at,
-        wake_at=run.wake_at,
-        lease_owner=run.lease_owner,
-        cancel_requested=run.cancel_requested,
-    )
-
-
-def message_record(m: Message) -> MessageRecord:
-    return MessageRecord(
-        id=m.id,
-        run_id=str(m.run_id),
-        queue=m.queue,
-        body=m.body,
-        sent_at=m.sent_at,
-        response=m.response,
-        completed_at=m.completed_at,
-        consumed_at=m.consumed_at,
-    )
-
-
-_RUN_COLUMNS = (
-    "id", "workflow", "key", "version", "status", "state", "result", "error", "created_at", "wake_at",
-    "lease_owner", "cancel_requested",
-)  # fmt: skip
-
-
-def _json_value(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value
-
-
-def _datetime(value: Any) -> dt.datetime | None:
-    if value is None or isinstance(value, dt.datetime):
-        parsed = value
-    else:
-        parsed = parse_datetime(str(value))
-    if parsed is not None and parsed.tzinfo is None:  # SQLite keeps naive UTC
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed
-
-
-def _run_from_row(row: tuple[Any, ...], fresh: bool = False) -> RunRecord:
-    """A RunRecord from a raw `_RUN_COLUMNS` row, whatever types the backend returns."""
-    values = dict(zip(_RUN_COLUMNS, row, strict=True))
-    return RunRecord(
-        id=str(uuid.UUID(str(values["id"]))),
-        workflow=values["workflow"],
-        key=_json_value(values["key"]),
-        version=values["version"],
-        status=values["status"],
-        state=_json_value(values["state"]),
-        result=_json_value(values["result"]),
-        error=_json_value(values["error"]),
-        created_at=_datetime(values["created_at"]),
-        wake_at=_datetime(values["wake_at"]),
-        lease_owner=values["lease_owner"],
-        cancel_requested=bool(values["cancel_requested"]),
-        fresh=fresh,
-    )
-
-
-_ENTRY_FIELDS = (
-    "id", "scope", "position", "name", "kind", "status", "input", "output", "error",
-    "started_at", "finished_at", "wake_at", "attempts", "meta",
-)  # fmt: skip
 
 
 class DjangoStore(Store):
@@ -254,13 +173,13 @@ class DjangoStore(Store):
             f"SELECT id AS claim_id, started_at AS was_started FROM workflows_run WHERE wake_at <= %s"
             f" AND status IN (%s, %s, %s) AND workflow IN ({names}) ORDER BY wake_at LIMIT %s"
         )
-        due_params = [t(now), *_LIVE, *workflows, limit]
+        due_params = [t(now), *LIVE, *workflows, limit]
         lease = (
             "UPDATE workflows_run SET status = %s, lease_owner = %s, wake_at = %s, updated_at = %s,"
             " started_at = COALESCE(workflows_run.started_at, %s)"
         )
         lease_params = [RunStatus.RUNNING, owner, t(lease_until), t(now), t(now)]
-        columns = ", ".join("workflows_run." + c for c in _RUN_COLUMNS)
+        columns = ", ".join("workflows_run." + c for c in RUN_COLUMNS)
         with transaction.atomic(), connection.cursor() as cursor:
             if self._pg():
                 cursor.execute(
@@ -280,12 +199,12 @@ class DjangoStore(Store):
                     lease_params + [self._id(rid) for rid in was_started],
                 )
                 rows = [(*row, was_started[str(uuid.UUID(str(row[0])))]) for row in cursor.fetchall()]
-        runs = [_run_from_row(row[:-1], fresh=row[-1] is None) for row in rows]
+        runs = [run_from_row(row[:-1], fresh=row[-1] is None) for row in rows]
         return sorted(runs, key=lambda r: r.wake_at or now)
 
     def next_wake_at(self, *, owner: str, workflows: list[str]) -> dt.datetime | None:
         return (
-            Run.objects.filter(wake_at__isnull=False, status__in=_LIVE, workflow__in=workflows)
+            Run.objects.filter(wake_at__isnull=False, status__in=LIVE, workflow__in=workflows)
             .exclude(status=RunStatus.RUNNING, lease_owner=owner)
             .order_by("wake_at")
             .values_list("wake_at", flat=True)
@@ -320,7 +239,7 @@ class DjangoStore(Store):
 
     def load_history(self, run_id: str) -> list[EntryRecord]:
         rows = Entry.objects.filter(run_id=run_id, superseded=False).order_by("scope", "position")
-        return [EntryRecord(**row) for row in rows.values(*_ENTRY_FIELDS)]
+        return [EntryRecord(**row) for row in rows.values(*ENTRY_FIELDS)]
 
     def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
         if self._pg() and _fits_one_statement(commit):
@@ -387,7 +306,7 @@ class DjangoStore(Store):
         if transition is not None:
             sets.append("status = %s")
             params.append(transition.status)
-            if transition.status in RunStatus.TERMINAL:
+            if transition.status in TERMINAL:
                 sets += [
                     "wake_at = NULL",
                     "lease_owner = ''",
@@ -565,14 +484,14 @@ class DjangoStore(Store):
                 if target is None:
                     target = found.first()
             run_pk, status = target
-        if status in RunStatus.TERMINAL:
+        if status in TERMINAL:
             raise RunFinished(f"run {run_pk} is {status}; it takes no more messages")
         rid = self._id(str(run_pk))
         # Lock the target row (even when no wake is due) so a suspension racing with us sees this message.
         cursor.execute(
             "UPDATE workflows_run SET wake_at = CASE WHEN status IN (%s, %s) THEN %s ELSE wake_at END"
             " WHERE id = %s AND status IN (%s, %s, %s)",
-            [RunStatus.PENDING, RunStatus.WAITING, self._t(now), rid, *_LIVE],
+            [RunStatus.PENDING, RunStatus.WAITING, self._t(now), rid, *LIVE],
         )
         if cursor.rowcount != 1:
             raise RunFinished(f"run {run_pk} finished; it takes no more messages")
@@ -606,7 +525,7 @@ class DjangoStore(Store):
             run = Run.objects.select_for_update().filter(id=run_id).first()
             if run is None:
                 raise RunNotFound(f"no run with id {run_id!r}")
-            if run.status not in RunStatus.TERMINAL and not run.cancel_requested:
+            if run.status not in TERMINAL and not run.cancel_requested:
                 run.cancel_requested = True
                 fields = ["cancel_requested", "updated_at"]
                 if run.status != RunStatus.RUNNING:  # a waiting run is woken to finish as cancelled
@@ -620,12 +539,7 @@ class DjangoStore(Store):
 
     def list_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:
         rows = Event.objects.filter(run_id=run_id, id__gt=after).order_by("id")[:limit]
-        return [
-            EventRecord(
-                id=e.id, run_id=str(e.run_id), name=e.name, payload=e.payload, created_at=e.created_at
-            )
-            for e in rows
-        ]
+        return [event_record(e) for e in rows]
 
     async def watch(self, wake: Callable[[], None]) -> None:
         """PostgreSQL: LISTEN for the NOTIFY that every send and start issues on commit.

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-from .records import (
+from ..core.records import (
     Commit,
     CommitResult,
     EntryRecord,

@@ -15,13 +15,14 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable
 
-from .clock import Clock
+from ..core.clock import Clock
+from ..core.records import Commit, RunRecord
+from ..storage.base import Store
+from . import defaults
 from .definition import Registry
-from .executor import Execution
-from .records import Commit, RunRecord
-from .store import Store
+from .execution import Execution
 
-logger = logging.getLogger("workflows.runner")
+logger = logging.getLogger(__name__)
 
 CommitHook = Callable[[str, Commit], Awaitable[None]]
 
@@ -176,6 +177,7 @@ class Runner:
                 clock=self.clock,
                 owner=self.owner,
                 on_commit=lambda commit: self._on_commit(run.id, commit),
+                sync_step_runner=defaults.sync_step_runner(),
             )
             execution.interrupt_requested = self._stopping
             self._executions[run.id] = execution
@@ -229,7 +231,7 @@ class Runner:
                         logger.warning("run %s: lease lost; stopping its execution", run_id)
                         task.cancel()
                 elif held[run_id] and execution is not None:
-                    execution.cancel_requested = True
+                    execution.request_cancel()
 
     async def _drain_on_stop(self) -> None:
         if not self._tasks:

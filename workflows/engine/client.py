@@ -10,34 +10,31 @@ import inspect
 import time
 from typing import TYPE_CHECKING, Any
 
-from .clock import Clock
-from .context import ActionContext
-from .definition import validate_key
-from .exceptions import MessageTimeout, RunFinished
-from .records import EventRecord, MessageRecord, OutgoingMessage, RunRecord, RunStatus
+from ..core.clock import Clock
+from ..core.exceptions import MessageTimeout, RunFinished, RunNotFound
+from ..core.keys import validate_key
+from ..core.records import TERMINAL, EventRecord, MessageRecord, OutgoingMessage, RunRecord
+from ..core.values import ActionContext
+from . import defaults
 
 if TYPE_CHECKING:
+    from ..storage.base import Store
     from .definition import Registry, Workflow
-    from .store import Store
 
 WAIT_POLL_START = 0.01  # seconds: first look for a completed message, doubling ...
 WAIT_POLL_MAX = 0.25  # seconds: ... up to this
 
 
-def _default_store() -> Store:
-    from .conf import default_store
-
-    return default_store()
-
-
 class WorkflowClient:
     """Runs of one workflow, addressed by key."""
 
-    def __init__(self, registry: Registry, name: str, store: Store | None = None, clock: Clock | None = None):
+    def __init__(
+        self, registry: Registry, name: str, store: Store | None = None, clock: Clock | None = None
+    ) -> None:
         self.registry = registry
         self.name = name
         self.definition: Workflow = registry.get(name)
-        self.store = store or _default_store()
+        self.store = store or defaults.default_store()
         self.clock = clock or Clock()
 
     def _handle(self, run: RunRecord, created: bool = False) -> RunHandle:
@@ -80,8 +77,6 @@ class WorkflowClient:
         return self._handle(self._check(await self.store.aget_run(run_id)))
 
     def _check(self, run: RunRecord) -> RunRecord:
-        from .exceptions import RunNotFound
-
         if run.workflow != self.name:
             raise RunNotFound(f"run {run.id} is a {run.workflow} run, not {self.name}")
         return run
@@ -161,7 +156,7 @@ class RunHandle:
             pause = min(pause * 2, WAIT_POLL_MAX)
 
     def _raise_if_finished(self, message: MessageRecord, run: RunRecord) -> None:
-        if run.status in RunStatus.TERMINAL:
+        if run.status in TERMINAL:
             raise RunFinished(f"run {self.run_id} is {run.status}; message {message.id} will not be answered")
 
     # --- actions ---

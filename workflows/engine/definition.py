@@ -9,13 +9,13 @@ import hashlib
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .exceptions import InvalidKey, InvalidMessage, UnknownAction, UnknownEvent, UnknownQueue, UnknownWorkflow
-from .jsonvalue import normalize
-
-if TYPE_CHECKING:
-    from .client import WorkflowClient
+from ..core.clock import Clock
+from ..core.exceptions import InvalidMessage, UnknownAction, UnknownEvent, UnknownQueue, UnknownWorkflow
+from ..core.jsonvalue import normalize
+from ..storage.base import Store
+from .client import WorkflowClient
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,10 @@ def _code_version(fn: Callable[..., Any]) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:12]
 
 
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+
+
 def workflow(
     run: Callable[[Any], Awaitable[Any]],
     *,
@@ -116,6 +120,8 @@ def workflow(
     """Declare a workflow. `version` defaults to a fingerprint of `run`'s source."""
     if not inspect.iscoroutinefunction(run):
         raise TypeError("a workflow's run must be an `async def` function")
+    if on_error is not None and _is_async(on_error):
+        raise TypeError("on_error must be a plain function (it is quick bookkeeping), not `async def`")
     return Workflow(
         run=run,
         state=state,
@@ -125,20 +131,6 @@ def workflow(
         on_error=on_error,
         version=version or _code_version(run),
     )
-
-
-def validate_key(key: Any) -> list[str]:
-    """A run key is a non-empty list (or tuple) of strings."""
-    if isinstance(key, str) or not isinstance(key, list | tuple):
-        raise InvalidKey(f"a run key must be a list of strings, got {type(key).__name__}: {key!r}")
-    if not key:
-        raise InvalidKey("a run key must hold at least one string")
-    bad = [k for k in key if not isinstance(k, str)]
-    if bad:
-        raise InvalidKey(f"a run key must be a list of strings; {bad[0]!r} is a {type(bad[0]).__name__}")
-    if any("\x00" in k for k in key):
-        raise InvalidKey("a run key must not contain NUL characters")
-    return list(key)
 
 
 class Registry:
@@ -189,11 +181,10 @@ class Registry:
             raise ValueError(f"workflow names registered twice: {sorted(clash)}")
         return Registry({**self._versions, **other._versions})
 
-    def client(self, name: str) -> WorkflowClient:
-        from .client import WorkflowClient
-
+    def client(self, name: str, *, store: Store | None = None, clock: Clock | None = None) -> WorkflowClient:
+        """A client for runs of `name`, over `store` (default: the store the app configured)."""
         self.get(name)
-        return WorkflowClient(self, name)
+        return WorkflowClient(self, name, store=store, clock=clock)
 
 
 def setup(use: Mapping[str, Workflow | list[Workflow] | tuple[Workflow, ...]]) -> Registry:

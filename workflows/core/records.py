@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 
-class RunStatus:
+class RunStatus(StrEnum):
     PENDING = "pending"  # runnable now (new, or released by a stopping runner)
     RUNNING = "running"  # held by a runner under a lease
     WAITING = "waiting"  # suspended: a timer, a retry backoff or a queue
@@ -15,21 +16,27 @@ class RunStatus:
     FAILED = "failed"
     CANCELLED = "cancelled"
 
-    TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
-    ALL = (PENDING, RUNNING, WAITING, COMPLETED, FAILED, CANCELLED)
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
 
 
-class EntryStatus:
+TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+LIVE = (RunStatus.PENDING, RunStatus.WAITING, RunStatus.RUNNING)
+
+
+class EntryStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"  # terminal: critical, timeout or exhausted
     RETRYING = "retrying"  # a failed attempt; the next one is due at wake_at
     WAITING = "waiting"  # a sleep or queue wait not yet satisfied
     RUNNING = "running"  # a slow step's attempt in progress (or cut short by a crash)
 
-    ALL = (COMPLETED, FAILED, RETRYING, WAITING, RUNNING)
+
+SETTLED = frozenset({EntryStatus.COMPLETED, EntryStatus.FAILED})
 
 
-class EntryKind:
+class EntryKind(StrEnum):
     STEP = "step"
     SLEEP = "sleep"
     QUEUE = "queue"
@@ -40,7 +47,21 @@ class EntryKind:
     CHECKPOINT = "checkpoint"
     VERSION = "version"
 
-    ALL = (STEP, SLEEP, QUEUE, JOIN, RACE, LOOP, TRY, CHECKPOINT, VERSION)
+
+class Outcome(StrEnum):
+    """How one attempt of a step ended."""
+
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CRITICAL = "critical"
+
+
+class AuditAction(StrEnum):
+    REPLAY = "replay"
+    RETRY_NOW = "retry_now"
+    CANCEL = "cancel"
+    SEND = "send"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,30 @@
+"""Run keys: what a valid key is, and the stable text and hash a store finds a key by."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from .exceptions import InvalidKey
+from .jsonvalue import contains_nul
+
+
+def validate_key(key: Any) -> list[str]:
+    """A run key is a non-empty list (or tuple) of strings."""
+    if isinstance(key, str) or not isinstance(key, list | tuple):
+        raise InvalidKey(f"a run key must be a list of strings, got {type(key).__name__}: {key!r}")
+    if not key:
+        raise InvalidKey("a run key must hold at least one string")
+    bad = [k for k in key if not isinstance(k, str)]
+    if bad:
+        raise InvalidKey(f"a run key must be a list of strings; {bad[0]!r} is a {type(bad[0]).__name__}")
+    if contains_nul(key):
+        raise InvalidKey("a run key must not contain NUL characters")
+    return list(key)
+
+
+def key_identity(key: list[str]) -> tuple[str, str]:
+    """(the key as compact JSON text, its sha256): the text is searchable, the hash is unique."""
+    text = json.dumps(key, separators=(",", ":"), ensure_ascii=False)
+    return text, hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,172 @@
+"""The commit pipeline of one execution: everything a run writes goes through `commit`, one at a
+time, in one store transaction each. It carries the body's pending writes (markers, waits,
+broadcasts) along with the next commit, snapshots the state only when it changed, stores a
+step's live events while the step still runs, and reports each commit to the runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..core.clock import Clock
+from ..core.exceptions import LeaseLost, WorkflowError
+from ..core.jsonvalue import dumps
+from ..core.records import Commit, CommitResult, EntryRecord, EntryWrite
+from ..core.replay import History
+from ..core.signals import Aborted
+from ..storage.base import Store
+
+
+class CommitPipeline:
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        owner: str,
+        store: Store,
+        clock: Clock,
+        history: History,
+        state: dict[str, Any],
+        on_commit: Callable[[Commit], None] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.store = store
+        self.clock = clock
+        self.history = history
+        self.state = state  # the execution's live state: mutated in place, never rebound
+        self.cancel_requested = False  # set when a commit finds an operator's cancel
+        self._committed_state = dumps(state, "the run's state")
+        self._pending = Commit()
+        self._on_commit = on_commit
+        self._lock = asyncio.Lock()
+        self._live_events: list[tuple[str, Any]] = []
+        self._live_flusher: asyncio.Task[None] | None = None
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+
+    # --- the state ---------------------------------------------------------------------------------
+
+    def state_change(self) -> str | None:
+        """The state as JSON when it differs from the last one committed, else None."""
+        encoded = dumps(self.state, "the run's state")
+        return None if encoded == self._committed_state else encoded
+
+    def restore_committed_state(self) -> None:
+        """Put the live state back to the last one stored (the body left one that cannot be)."""
+        self.state.clear()
+        self.state.update(json.loads(self._committed_state))
+
+    # --- writes that wait for the next commit -------------------------------------------------------
+
+    def add_pending(self, write: EntryWrite) -> None:
+        """An entry written with the next commit. The history sees it at once, so a branch that
+        re-runs its scope before that commit finds it (one write per slot, the latest)."""
+        slot = (write.scope, write.position)
+        self._pending.entries = [(w, a) for w, a in self._pending.entries if (w.scope, w.position) != slot]
+        self._pending.entries.append((write, None))
+        self.history.record(record_of(write, write.id))
+
+    def add_pending_event(self, event: str, payload: Any) -> None:
+        self._pending.events.append((event, payload))
+
+    # --- committing ------------------------------------------------------------------------------------
+
+    async def commit(self, commit: Commit) -> CommitResult:
+        """Flush pending writes with `commit`, in one transaction. One commit of a run at a time,
+        its state read under the lock: concurrent branches never store an older state after a
+        newer one, whatever thread the store runs each commit in. A lost lease raises Aborted."""
+        async with self._lock:
+            return await self._commit_locked(commit)
+
+    async def _commit_locked(self, commit: Commit) -> CommitResult:
+        pending, self._pending = self._pending, Commit()
+        slots = {(w.scope, w.position) for w, _a in commit.entries}
+        commit.entries[:0] = [(w, a) for w, a in pending.entries if (w.scope, w.position) not in slots]
+        commit.events[:0] = pending.events
+        commit.complete[:0] = pending.complete
+        encoded = self.state_change()
+        if encoded is not None:
+            # A snapshot: the store may serialize it in another thread while branches go on.
+            commit.state = json.loads(encoded)
+        try:
+            result = await self.store.acommit(
+                run_id=self.run_id, owner=self.owner, commit=commit, now=self.clock.now()
+            )
+        except LeaseLost:
+            raise Aborted() from None
+        except WorkflowError:  # refused as a whole (a message to a finished run): nothing was written
+            self._restore_pending(pending)
+            raise
+        if encoded is not None:
+            self._committed_state = encoded
+        for (write, _attempt), entry_id in zip(commit.entries, result.entry_ids, strict=True):
+            self.history.record(record_of(write, entry_id))
+        for scope in commit.prune:
+            self.history.forget(scope)
+        if result.cancel_requested:
+            self.cancel_requested = True
+        if self._on_commit is not None:
+            self._on_commit(commit)
+        return result
+
+    def _restore_pending(self, pending: Commit) -> None:
+        """A commit the store refused (e.g. a message to a finished run) wrote nothing: the body's
+        pending writes go with the next commit instead of being lost."""
+        pending.entries += self._pending.entries
+        pending.events += self._pending.events
+        pending.complete += self._pending.complete
+        self._pending = pending
+
+    # --- events a step broadcasts, stored at once -------------------------------------------------
+
+    def broadcast_live(self, event: str, payload: Any) -> None:
+        """From a step (async, or sync in a worker thread): store the event now, in a commit of
+        its own, so followers see progress during a slow call rather than after it. Events are
+        observations: they stay even when the attempt then fails."""
+        if threading.get_ident() == self._loop_thread:
+            self._queue_live(event, payload)
+        else:
+            self._loop.call_soon_threadsafe(self._queue_live, event, payload)
+
+    def _queue_live(self, event: str, payload: Any) -> None:
+        self._live_events.append((event, payload))
+        if self._live_flusher is None or self._live_flusher.done():
+            self._live_flusher = asyncio.create_task(self._flush_live_events())
+
+    async def _flush_live_events(self) -> None:
+        while self._live_events:
+            batch, self._live_events = self._live_events, []
+            try:
+                await self.commit(Commit(events=batch))
+            except Aborted:  # the lease is gone: the step's own commit will find out
+                return
+
+    async def drain_live_events(self) -> None:
+        """Wait until what steps broadcast so far is stored (before the step's own record)."""
+        if self._live_flusher is not None:
+            await self._live_flusher
+
+
+def record_of(write: EntryWrite, entry_id: int | None) -> EntryRecord:
+    """The record a write leaves, as a later replay of the scope reads it."""
+    return EntryRecord(
+        id=entry_id,
+        scope=write.scope,
+        position=write.position,
+        name=write.name,
+        kind=write.kind,
+        status=write.status,
+        input=write.input,
+        output=write.output,
+        error=write.error,
+        started_at=write.started_at,
+        finished_at=write.finished_at,
+        wake_at=write.wake_at,
+        attempts=write.attempts,
+        meta=write.meta,
+    )

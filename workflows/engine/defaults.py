@@ -1,0 +1,49 @@
+"""What the engine uses when a caller names no store or registry: whatever the host application
+configured. The Django app (`WorkflowsConfig.ready`) configures its store and the registries of
+its settings; code that runs the engine without Django passes its store explicitly.
+
+The engine never imports the application that configures it: the dependency points inward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .steps import SyncStepRunner, run_sync_step
+
+if TYPE_CHECKING:
+    from ..storage.base import Store
+    from .definition import Registry
+
+_store: Callable[[], Store] | None = None
+_registry: Callable[[], Registry] | None = None
+_sync_step_runner: SyncStepRunner = run_sync_step
+
+
+def configure(
+    *,
+    store: Callable[[], Store],
+    registry: Callable[[], Registry],
+    sync_step_runner: SyncStepRunner = run_sync_step,
+) -> None:
+    """Name the default store and registry (factories, called when first needed)."""
+    global _store, _registry, _sync_step_runner
+    _store, _registry, _sync_step_runner = store, registry, sync_step_runner
+
+
+def default_store() -> Store:
+    if _store is None:
+        raise RuntimeError("no default store is configured: pass store=..., or add 'workflows' to INSTALLED_APPS")
+    return _store()
+
+
+def default_registry() -> Registry:
+    if _registry is None:
+        raise RuntimeError("no default registry is configured: pass the registry explicitly")
+    return _registry()
+
+
+def sync_step_runner() -> SyncStepRunner:
+    """How sync step bodies run in their worker threads (the Django app closes stale connections)."""
+    return _sync_step_runner

@@ -1,0 +1,303 @@
+"""One execution of one run: replay the body against its history, run what is new, commit each
+entry as it completes, and end in a transition (completed, failed, waiting, cancelled, released).
+
+A run that never waits goes straight through in one execution, one commit per step. Waits unwind
+the body with `Suspend`; the next execution replays it from the top over the recorded history.
+
+The primitives (steps, waits, markers, flow) work through this class's public interface:
+`enter` (the replay decision, plus cancel and stop), `commit` / `add_pending` (the commit
+pipeline), the state, and the body's effects (events, outgoing messages, on_error).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.clock import Clock
+from ..core.exceptions import BadInput, DuplicateEntryName, HistoryDiverged, NotRecordable, StepFailed
+from ..core.jsonvalue import normalize
+from ..core.keys import validate_key
+from ..core.records import (
+    Commit,
+    CommitResult,
+    EntryKind,
+    EntryRecord,
+    EntryWrite,
+    OutgoingMessage,
+    RunRecord,
+    RunStatus,
+    Transition,
+)
+from ..core.replay import Decision, History
+from ..core.signals import Aborted, Cancelled, Frontier, Interrupted, Suspend, Unwind
+from ..core.values import ErrorEvent, WorkflowErrorInfo, error_info
+from ..storage.base import Store
+from .commits import CommitPipeline
+from .context import RunContext
+from .definition import Registry, Workflow
+from .step_context import ErrorContext, StepContext
+from .steps import SyncStepRunner, run_sync_step, step
+
+logger = logging.getLogger(__name__)
+
+ROLLBACK_SCOPE = "~rollback"  # compensations are recorded steps in a scope of their own
+ROLLBACK_OPTIONS = {
+    "timeout": 30,
+    "retry_on_timeout": True,
+    "max_retries": 3,
+    "retry_backoff_base": 0.5,
+    "retry_backoff_max": 30.0,
+}
+LEAF_KINDS = (EntryKind.STEP, EntryKind.SLEEP, EntryKind.QUEUE)  # entries that do work or wait
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # completed | failed | waiting | cancelled | released | lost
+    wake_at: dt.datetime | None = None
+
+
+class Execution:
+    def __init__(
+        self,
+        *,
+        run: RunRecord,
+        definition: Workflow,
+        registry: Registry,
+        history: list[EntryRecord],
+        store: Store,
+        clock: Clock,
+        owner: str,
+        on_commit: Callable[[Commit], None] | None = None,
+        sync_step_runner: SyncStepRunner = run_sync_step,
+        dry_run: bool = False,
+    ) -> None:
+        self.run = run
+        self.definition = definition
+        self.registry = registry
+        self.history = History(run.id, history)
+        self.store = store
+        self.clock = clock
+        self.owner = owner
+        self.state: dict[str, Any] = copy.deepcopy(run.state)
+        self.sync_step_runner = sync_step_runner
+        # A dry run (checkreplay) writes nothing and stops at the first entry that would run.
+        self.dry_run = dry_run
+        self.frontier: str | None = None  # where a dry run stopped first
+        self.interrupt_requested = False
+        self.fatal: BaseException | None = None  # a diverged history: the run fails with it
+        self.has_checkpoint = False
+        self.compensating = False
+        self._cancel_requested = run.cancel_requested
+        self._rollbacks: list[tuple[str, Callable[..., Any], Any]] = []  # (step, rollback fn, output)
+        self._rollback_failures: list[dict[str, Any]] = []
+        self._on_commit = on_commit
+        self._pipeline: CommitPipeline | None = None
+
+    # --- the whole execution ---------------------------------------------------------------------
+
+    async def execute(self) -> Outcome:
+        self.pipeline  # noqa: B018 - made here, on the loop's thread, before a step thread needs it
+        try:
+            try:
+                result = await self.definition.run(self.context(""))
+                self.raise_if_fatal()
+                self.history.check_finished("")
+                result = normalize(result, "the workflow's result")
+            except Cancelled:
+                await self._compensate()
+                return await self._end(Transition(status=RunStatus.CANCELLED), "cancelled")
+            except Unwind:
+                raise
+            except Exception as exc:
+                failure = self.fatal or exc
+                if self.fatal is None:  # a diverged history must not run code's compensations
+                    await self._compensate()
+                return await self._fail(failure)
+        except Suspend as s:
+            transition = Transition(status=RunStatus.WAITING, wake_at=s.wake_at, wait_queues=s.wait_queues)
+            return await self._end(transition, "waiting", s.wake_at)
+        except Interrupted:
+            return await self._end(Transition(status=RunStatus.PENDING, wake_at=self.clock.now()), "released")
+        except Aborted:
+            return Outcome("lost")
+        except Cancelled:  # raised again while compensating: already compensating, just end
+            return await self._end(Transition(status=RunStatus.CANCELLED), "cancelled")
+        return await self._end(Transition(status=RunStatus.COMPLETED, result=result), "completed")
+
+    def context(self, scope: str) -> RunContext:
+        """`ctx` for the body (scope "") or for a branch, loop iteration or block."""
+        return RunContext(self, scope)
+
+    async def _compensate(self) -> None:
+        """Run the rollbacks of completed steps in reverse order, each a recorded step in the
+        `~rollback` scope: a crash mid-way resumes without running a finished rollback twice."""
+        if not self._rollbacks:
+            return
+        self.compensating = True
+        failures = []
+        for name, fn, output in reversed(self._rollbacks):
+
+            async def undo(step_ctx: StepContext, fn: Callable[..., Any] = fn, output: Any = output) -> Any:
+                result = fn(step_ctx, output)
+                return await result if inspect.isawaitable(result) else result
+
+            try:
+                await step(self, ROLLBACK_SCOPE, name, undo, None, **ROLLBACK_OPTIONS)  # type: ignore[arg-type]
+            except StepFailed as exc:
+                failures.append({"step": name, "kind": exc.kind, "message": exc.error.get("message")})
+        self._rollback_failures = failures
+
+    async def _end(self, transition: Transition, status: str, wake_at: dt.datetime | None = None) -> Outcome:
+        try:
+            await self.commit(Commit(transition=transition))
+        except Aborted:
+            return Outcome("lost")
+        return Outcome(status, wake_at)
+
+    async def _fail(self, exc: BaseException) -> Outcome:
+        error = error_info(exc)
+        if self._rollbacks:
+            error["rollback"] = {"ran": len(self._rollbacks), "failed": self._rollback_failures}
+        commit = Commit(transition=Transition(status=RunStatus.FAILED, error=error))
+        c = self.call_on_error(ErrorEvent(workflow=WorkflowErrorInfo(error=error)))
+        if c is not None:
+            commit.events.extend(c.events)
+            self.state.clear()
+            self.state.update(c.state)
+        try:
+            self.pipeline.state_change()
+        except NotRecordable:  # the body left a state that cannot be stored: keep the last good one
+            self.pipeline.restore_committed_state()
+        try:
+            await self.commit(commit)
+        except Aborted:
+            return Outcome("lost")
+        return Outcome("failed")
+
+    # --- the interface of the primitives ----------------------------------------------------------
+
+    @property
+    def pipeline(self) -> CommitPipeline:
+        """Made on first use, inside the event loop the execution runs on."""
+        if self._pipeline is None:
+            self._pipeline = CommitPipeline(
+                run_id=self.run.id,
+                owner=self.owner,
+                store=self.store,
+                clock=self.clock,
+                history=self.history,
+                state=self.state,
+                on_commit=self._on_commit,
+            )
+        return self._pipeline
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel_requested or (self._pipeline is not None and self._pipeline.cancel_requested)
+
+    def request_cancel(self) -> None:
+        """An operator cancelled the run (seen by the runner's heartbeat): stop at the next entry."""
+        self._cancel_requested = True
+
+    def enter(self, scope: str, name: str, kind: str, *, input: Any = None) -> Decision:
+        """The replay decision for the next entry of `scope`. A cancel or stop takes effect here,
+        at the first entry not already settled: replaying recorded entries costs nothing and lets
+        compensation know every completed step."""
+        self.raise_if_fatal()
+        try:
+            decision = self.history.enter(scope, name, kind, now=self.clock.now(), input=input)
+        except (HistoryDiverged, DuplicateEntryName) as exc:
+            self.fatal = exc
+            raise
+        if not decision.settled and not self.compensating:
+            if self.dry_run:
+                if kind in LEAF_KINDS:
+                    raise self._frontier(f"{kind} {name!r}" + (f" in {scope!r}" if scope else ""))
+            elif self.cancel_requested:
+                raise Cancelled()
+            elif self.interrupt_requested:
+                raise Interrupted()
+        return decision
+
+    def raise_if_fatal(self) -> None:
+        if self.fatal is not None:
+            raise self.fatal
+
+    async def commit(self, commit: Commit) -> CommitResult:
+        """Write `commit` with the body's pending writes, in one transaction (Aborted: lease lost)."""
+        if self.dry_run:
+            raise self._frontier("a new record")
+        return await self.pipeline.commit(commit)
+
+    def add_pending(self, write: EntryWrite) -> None:
+        """An entry (a marker, a wait) written with the next commit."""
+        self.pipeline.add_pending(write)
+
+    async def drain_live_events(self) -> None:
+        await self.pipeline.drain_live_events()
+
+    def add_rollback(self, name: str, fn: Callable[..., Any], output: Any) -> None:
+        """A completed step's compensation, run if the run fails for good."""
+        self._rollbacks.append((name, fn, output))
+
+    def _frontier(self, where: str) -> Frontier:
+        self.frontier = self.frontier or where
+        return Frontier(where)
+
+    # --- effects from the body -------------------------------------------------------------------
+
+    def broadcast_from_body(self, scope: str, event: str, payload: Any) -> None:
+        payload = self.validate_event(event, payload)
+        if not self.history.replaying(scope):
+            self.pipeline.add_pending_event(event, payload)
+
+    def broadcast_live(self, event: str, payload: Any) -> None:
+        self.pipeline.broadcast_live(event, self.validate_event(event, payload))
+
+    def validate_event(self, event: str, payload: Any) -> Any:
+        spec = self.definition.event_spec(event, self.run.workflow)
+        return spec.validate(f"event {self.run.workflow}.{event}", payload)
+
+    def outgoing(self, queue: str, body: Any, workflow: str | None, key: list[str] | None) -> OutgoingMessage:
+        if workflow is None and key is None:
+            spec = self.definition.queue_spec(queue, self.run.workflow)
+            return OutgoingMessage(
+                queue=queue,
+                body=spec.validate(f"queue {self.run.workflow}.{queue}", body),
+                run_id=self.run.id,
+            )
+        if workflow is None or key is None:
+            raise BadInput("send to another run needs both workflow= and key=")
+        target = self.registry.get(workflow)
+        key = validate_key(key)
+        spec = target.queue_spec(queue, workflow)
+        return OutgoingMessage(
+            queue=queue,
+            body=spec.validate(f"queue {workflow}.{queue}", body),
+            workflow=workflow,
+            key=key,
+            version=target.version,
+            initial_state=target.initial_state(),
+        )
+
+    def call_on_error(self, event: ErrorEvent) -> ErrorContext | None:
+        """Tell the workflow's on_error (a plain function, checked when the workflow is defined);
+        what it wrote commits with the failure's record. An exception in it is logged, not fatal."""
+        handler = self.definition.on_error
+        if handler is None:
+            return None
+        c = ErrorContext(self, copy.deepcopy(self.state))
+        try:
+            handler(c, event)
+            c.state = normalize(c.state, "the state written by on_error")
+        except Exception:
+            logger.exception("on_error of %s raised; ignored", self.run.workflow)
+            return None
+        return c

@@ -1,0 +1,88 @@
+"""What a step body and `on_error` see: `step` and `c`. They hold no logic of their own."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from ..core.records import OutgoingMessage
+
+if TYPE_CHECKING:
+    from .execution import Execution
+
+
+class StepContext:
+    """`step`: what a step body sees. Its state is a private copy, kept only if the attempt succeeds."""
+
+    def __init__(self, execution: Execution, name: str, input: Any, attempt: int) -> None:
+        self._ex = execution
+        self.name = name
+        self.input = input
+        self.attempt = attempt
+        self._state: dict[str, Any] | None = None  # copied on first use: most steps never touch it
+        self.initial_state: dict[str, Any] | None = None
+        self.meta: dict[str, Any] = {}  # recorded with the step (e.g. {"usage": {...}} of a model call)
+        self.messages: list[OutgoingMessage] = []
+        self.queue = StepQueue(self)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The run's state as this attempt sees it; its changes commit only if the attempt succeeds."""
+        if self._state is None:
+            self.initial_state = copy.deepcopy(self._ex.state)
+            self._state = copy.deepcopy(self.initial_state)
+        return self._state
+
+    @state.setter
+    def state(self, value: dict[str, Any]) -> None:
+        self.state  # noqa: B018 - take the initial snapshot first
+        self._state = value
+
+    @property
+    def state_touched(self) -> bool:
+        return self._state is not None
+
+    @property
+    def run_id(self) -> str:
+        return self._ex.run.id
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return tuple(self._ex.run.key)
+
+    def broadcast(self, event: str, payload: Any = None) -> None:
+        """Push an event at once (stored and sent while the step still runs)."""
+        self._ex.broadcast_live(event, payload)
+
+
+class StepQueue:
+    """`step.queue.send(...)`: messages that leave with the step's result, or not at all."""
+
+    def __init__(self, step: StepContext) -> None:
+        self._step = step
+
+    def send(
+        self, queue: str, body: Any = None, *, workflow: str | None = None, key: list[str] | None = None
+    ) -> None:
+        """Send to this run's `queue`, or to the run of (`workflow`, `key`), created when missing."""
+        self._step.messages.append(self._step._ex.outgoing(queue, body, workflow, key))
+
+
+class ErrorContext:
+    """`c` in on_error: it may write state and broadcast; it commits with the failure's record."""
+
+    def __init__(self, execution: Execution, state: dict[str, Any]) -> None:
+        self._ex = execution
+        self.state = state
+        self.events: list[tuple[str, Any]] = []
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return tuple(self._ex.run.key)
+
+    @property
+    def run_id(self) -> str:
+        return self._ex.run.id
+
+    def broadcast(self, event: str, payload: Any = None) -> None:
+        self.events.append((event, self._ex.validate_event(event, payload)))

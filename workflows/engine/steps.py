@@ -1,0 +1,286 @@
+"""The step primitive: run a function once, record its JSON result with the state it wrote and
+its attempt in one commit, retry it by the policy, and return the record on every replay.
+
+A slow step is marked `running` in the store after STEP_MARK_AFTER seconds, so the inspector
+shows it while it runs; fast steps never pay for that marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime as dt
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..core.exceptions import BadInput, CriticalError, RetryAfter, RunFinished, RunNotFound, StepFailed
+from ..core.jsonvalue import normalize
+from ..core.records import AttemptWrite, Commit, EntryKind, EntryStatus, EntryWrite, Outcome
+from ..core.replay import Action
+from ..core.retry import RetryPolicy
+from ..core.signals import Aborted, Suspend
+from ..core.values import ErrorEvent, StepErrorInfo, error_info
+from .step_context import StepContext
+
+if TYPE_CHECKING:
+    from .execution import Execution
+
+STEP_MARK_AFTER = 0.5  # seconds a step runs before it is marked `running` in the store
+
+
+class StepTimeout(Exception):
+    pass
+
+
+async def step(
+    ex: Execution,
+    scope: str,
+    name: str,
+    fn: Callable[[StepContext], Any],
+    input: Any,
+    *,
+    timeout: float,
+    retry_on_timeout: bool,
+    max_retries: int,
+    retry_backoff_base: float,
+    retry_backoff_max: float,
+    rollback: Callable[..., Any] | None = None,
+) -> Any:
+    if rollback is not None and not ex.has_checkpoint:
+        raise BadInput(f"step {name!r} has a rollback: call `await ctx.rollback_checkpoint(...)` before it")
+    policy = RetryPolicy(
+        max_retries=max_retries,
+        backoff_base=retry_backoff_base,
+        backoff_max=retry_backoff_max,
+        retry_on_timeout=retry_on_timeout,
+    )
+    if input is not None:
+        input = normalize(input, f"the input of step {name!r}")
+    decision = ex.enter(scope, name, EntryKind.STEP, input=input)
+    if decision.action == Action.REPLAY:
+        if rollback is not None:
+            ex.add_rollback(name, rollback, decision.value)
+        return decision.value
+    if decision.action == Action.RAISE:
+        raise StepFailed(name, decision.error.get("kind", "exhausted"), decision.error)
+    if decision.action == Action.WAIT:
+        raise Suspend(decision.until)  # its backoff is not over (an early wake)
+
+    attempt, input = decision.attempt, decision.input
+    started = ex.clock.now()
+    first_started = decision.started_at or started
+    step_ctx = StepContext(ex, name, input, attempt)
+    outcome, retry_after, failure = Outcome.OK, None, None
+    output, meta = None, None
+    marker = RunningMarker(
+        ex,
+        EntryWrite(
+            id=decision.entry_id, scope=scope, position=decision.position, name=name, kind=EntryKind.STEP,
+            status=EntryStatus.RUNNING, input=input, started_at=first_started, attempts=attempt - 1,
+        ),
+    )  # fmt: skip
+    try:
+        output = await call_with_timeout(fn, step_ctx, timeout, ex.sync_step_runner)
+        output = normalize(output, f"the output of step {name!r}")
+        if step_ctx.state_touched:
+            step_ctx.state = normalize(step_ctx.state, f"the state written by step {name!r}")
+    except (CriticalError, BadInput) as exc:
+        outcome, failure = Outcome.CRITICAL, exc
+    except StepTimeout as exc:
+        outcome, failure = Outcome.TIMEOUT, exc
+    except RetryAfter as exc:
+        outcome, failure, retry_after = Outcome.ERROR, exc, exc.seconds
+    except Exception as exc:
+        outcome, failure = Outcome.ERROR, exc
+    except asyncio.CancelledError:  # a lost race, a stopping runner: no marker after the fact
+        marker.abandon()
+        raise
+    finished = ex.clock.now()
+    try:
+        meta = normalize(step_ctx.meta, f"the meta of step {name!r}") or None
+    except BadInput as exc:
+        outcome, failure = Outcome.CRITICAL, failure or exc
+    await ex.drain_live_events()  # what the step broadcast is stored before its record
+    entry_id = await marker.settle(decision.entry_id)
+
+    entry = EntryWrite(
+        id=entry_id,
+        scope=scope,
+        position=decision.position,
+        name=name,
+        kind=EntryKind.STEP,
+        status=EntryStatus.COMPLETED,
+        input=input,
+        started_at=first_started,
+        finished_at=finished,
+        attempts=attempt,
+        meta=meta,
+    )
+    if failure is None:
+        try:
+            await _record_success(ex, entry, output, step_ctx, started, finished)
+        except (RunFinished, RunNotFound) as exc:
+            # A message of this step went to a run that is gone: the step fails as itself, at once.
+            outcome, failure = Outcome.CRITICAL, exc
+        else:
+            if rollback is not None:
+                ex.add_rollback(name, rollback, output)
+            return output
+    await _record_failure(ex, policy, entry, outcome, failure, retry_after, started, finished)
+
+
+async def _record_success(
+    ex: Execution,
+    entry: EntryWrite,
+    output: Any,
+    step_ctx: StepContext,
+    started: dt.datetime,
+    finished: dt.datetime,
+) -> None:
+    """The step's result, its state changes, its messages and its attempt: one commit."""
+    entry.output = output
+    attempt = AttemptWrite(number=entry.attempts, started_at=started, finished_at=finished, outcome=Outcome.OK)
+    commit = Commit(entries=[(entry, attempt)], messages=step_ctx.messages)
+    previous = None
+    if step_ctx.state_touched:
+        previous = copy.deepcopy(ex.state)
+        _apply_changes(ex.state, step_ctx.initial_state or {}, step_ctx.state)
+    try:
+        await ex.commit(commit)
+    except BaseException:
+        if previous is not None:  # not stored: the live state goes back too
+            ex.state.clear()
+            ex.state.update(previous)
+        raise
+
+
+async def _record_failure(
+    ex: Execution,
+    policy: RetryPolicy,
+    entry: EntryWrite,
+    outcome: Outcome,
+    failure: BaseException,
+    retry_after: float | None,
+    started: dt.datetime,
+    finished: dt.datetime,
+) -> None:
+    """A failed attempt: tell on_error, record it, then wait for the retry or fail for good."""
+    attempt = entry.attempts
+    decision = policy.decide(attempt, outcome, retry_after)
+    error = error_info(failure)
+    retry_at = None
+    if decision.will_retry:
+        base = finished if retry_after is not None else started
+        retry_at = base + dt.timedelta(seconds=decision.delay or 0)
+    info = StepErrorInfo(
+        step_name=entry.name,
+        attempt=attempt,
+        max_retries=policy.max_retries,
+        remaining_retries=policy.remaining_after(attempt),
+        will_retry=decision.will_retry,
+        retry_delay=decision.delay,
+        retry_at=retry_at,
+        error=error,
+    )
+    c = ex.call_on_error(ErrorEvent(rollback=info) if ex.compensating else ErrorEvent(step=info))
+    if decision.will_retry:
+        entry.status, entry.wake_at, entry.error = EntryStatus.RETRYING, retry_at, error
+    else:
+        entry.status, entry.error = EntryStatus.FAILED, {**error, "kind": decision.kind}
+    attempt_write = AttemptWrite(
+        number=attempt,
+        started_at=started,
+        finished_at=finished,
+        outcome=outcome,
+        error=error,
+        delay=decision.delay,
+        retry_at=retry_at,
+    )
+    commit = Commit(entries=[(entry, attempt_write)])
+    if c is not None:
+        commit.events.extend(c.events)
+        ex.state.clear()
+        ex.state.update(c.state)
+    await ex.commit(commit)
+    if decision.will_retry:
+        raise Suspend(retry_at)
+    raise StepFailed(entry.name, decision.kind or "exhausted", entry.error)
+
+
+class RunningMarker:
+    """Marks a step `running` in the store once it has run STEP_MARK_AFTER seconds, so the
+    inspector shows a slow step (a model call) while it runs. Fast steps never pay for it: the
+    timer is cancelled before it fires, and the step's record is its one commit."""
+
+    def __init__(self, execution: Execution, write: EntryWrite) -> None:
+        self._ex = execution
+        self._write = write
+        self._task: asyncio.Task[int | None] | None = None  # the marker's commit, once started
+        self._timer = asyncio.get_running_loop().call_later(STEP_MARK_AFTER, self._start)
+
+    def _start(self) -> None:
+        self._task = asyncio.create_task(self._mark())
+
+    async def _mark(self) -> int | None:
+        try:
+            result = await self._ex.commit(Commit(entries=[(self._write, None)]))
+        except Aborted:
+            return None
+        return result.entry_ids[0]
+
+    def abandon(self) -> None:
+        self._timer.cancel()  # a commit already started is left to finish: it writes a true record
+
+    async def settle(self, entry_id: int | None) -> int | None:
+        """The entry id the step's record must update (the marker's, when it was written)."""
+        self._timer.cancel()
+        if self._task is None:
+            return entry_id
+        marked = await self._task
+        return marked if marked is not None else entry_id
+
+
+SyncStepRunner = Callable[[Callable[[StepContext], Any], StepContext], Any]
+
+
+def run_sync_step(fn: Callable[[StepContext], Any], step: StepContext) -> Any:
+    """How a sync step body runs in its worker thread when nothing else is configured."""
+    return fn(step)
+
+
+async def call_with_timeout(
+    fn: Callable[[StepContext], Any],
+    step: StepContext,
+    timeout: float,
+    sync_runner: SyncStepRunner = run_sync_step,
+) -> Any:
+    """Run a step body; a timed-out async body is cancelled. A sync body runs in a worker thread
+    through `sync_runner` (the Django app's closes stale database connections around it)."""
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):  # noqa: B004
+        call = fn(step)
+    else:
+        call = asyncio.to_thread(sync_runner, fn, step)
+    if not timeout:
+        result = await call
+    else:
+        try:
+            async with asyncio.timeout(timeout) as scope:
+                result = await call
+        except TimeoutError:
+            if scope.expired():
+                raise StepTimeout(f"step {step.name!r} timed out after {timeout:g}s") from None
+            raise
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def _apply_changes(state: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Apply what a step changed (top-level keys) to the live state: concurrent branches that
+    write different keys do not overwrite each other."""
+    for key in before.keys() - after.keys():
+        state.pop(key, None)
+    for key, value in after.items():
+        if key not in before or before[key] != value:
+            state[key] = value

@@ -1,0 +1,94 @@
+"""Rows to records: the one place that knows how each backend returns the engine's columns (SQLite
+keeps naive UTC times and JSON as text; PostgreSQL returns aware times and decoded jsonb)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+
+from ...core.records import EventRecord, MessageRecord, RunRecord
+from ...models import Event, Message, Run
+
+
+def run_record(run: Run) -> RunRecord:
+    return RunRecord(
+        id=str(run.id),
+        workflow=run.workflow,
+        key=list(run.key),
+        version=run.version,
+        status=run.status,
+        state=run.state,
+        result=run.result,
+        error=run.error,
+        created_at=run.created_at,
+        wake_at=run.wake_at,
+        lease_owner=run.lease_owner,
+        cancel_requested=run.cancel_requested,
+    )
+
+
+def message_record(m: Message) -> MessageRecord:
+    return MessageRecord(
+        id=m.id,
+        run_id=str(m.run_id),
+        queue=m.queue,
+        body=m.body,
+        sent_at=m.sent_at,
+        response=m.response,
+        completed_at=m.completed_at,
+        consumed_at=m.consumed_at,
+    )
+
+
+RUN_COLUMNS = (
+    "id", "workflow", "key", "version", "status", "state", "result", "error", "created_at", "wake_at",
+    "lease_owner", "cancel_requested",
+)  # fmt: skip
+
+
+def _json_value(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _datetime(value: Any) -> dt.datetime | None:
+    if value is None or isinstance(value, dt.datetime):
+        parsed = value
+    else:
+        parsed = parse_datetime(str(value))
+    if parsed is not None and parsed.tzinfo is None:  # SQLite keeps naive UTC
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed
+
+
+def run_from_row(row: tuple[Any, ...], fresh: bool = False) -> RunRecord:
+    """A RunRecord from a raw `RUN_COLUMNS` row, whatever types the backend returns."""
+    values = dict(zip(RUN_COLUMNS, row, strict=True))
+    return RunRecord(
+        id=str(uuid.UUID(str(values["id"]))),
+        workflow=values["workflow"],
+        key=_json_value(values["key"]),
+        version=values["version"],
+        status=values["status"],
+        state=_json_value(values["state"]),
+        result=_json_value(values["result"]),
+        error=_json_value(values["error"]),
+        created_at=_datetime(values["created_at"]),
+        wake_at=_datetime(values["wake_at"]),
+        lease_owner=values["lease_owner"],
+        cancel_requested=bool(values["cancel_requested"]),
+        fresh=fresh,
+    )
+
+
+ENTRY_FIELDS = (
+    "id", "scope", "position", "name", "kind", "status", "input", "output", "error",
+    "started_at", "finished_at", "wake_at", "attempts", "meta",
+)  # fmt: skip
+
+
+def event_record(e: Event) -> EventRecord:
+    return EventRecord(id=e.id, run_id=str(e.run_id), name=e.name, payload=e.payload, created_at=e.created_at)
