@@ -1,6 +1,8 @@
 # The README's commands. `make demo` brings the whole app up on SQLite with the offline demo
 # services; `make test` runs every test (on SQLite, or on the database DATABASE_URL names).
 PY := .venv/bin/python
+# The import-linter contracts in pyproject.toml (the engine's layers); no cache left in the tree.
+LINT_IMPORTS := .venv/bin/lint-imports --no-cache --no-logo
 STAMP := .venv/.installed
 
 .PHONY: demo test lint bench install
@@ -17,10 +19,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(LINT_IMPORTS)
 	$(PY) -m pytest --create-db -q
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(LINT_IMPORTS)
 	$(PY) -m ruff format --check .
 
 bench: $(STAMP)

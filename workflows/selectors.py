@@ -1,4 +1,6 @@
-"""Reads of runs for the API, the commands and the inspector, each with the joins it needs.
+"""Reads of runs for the API, the commands and the inspector, each with the joins it needs (the
+read model; events after a cursor come from `storage.django.rows.events_after`, shared with the
+client and the live consumers).
 
 Lists page with an opaque cursor over (-created_at, -id): a page never shifts when runs are
 created meanwhile (new runs sort before the first page), and ties on created_at are broken by id.
@@ -17,7 +19,9 @@ from django.db.models import Prefetch, Q
 
 from .core.exceptions import BadInput, RunNotFound
 from .core.keys import key_identity
-from .models import Attempt, Entry, Event, Run
+from .core.records import EventRecord
+from .models import Attempt, Entry, Run
+from .storage.django.rows import events_after
 
 MAX_PAGE = 200  # runs or events per page, at most
 
@@ -109,10 +113,9 @@ def run_detail(run_id: str | uuid.UUID) -> Run:
     return run
 
 
-def run_events(run_id: str | uuid.UUID, *, after: int = 0, limit: int = 100) -> list[Event]:
+def run_events(run_id: str | uuid.UUID, *, after: int = 0, limit: int = 100) -> list[EventRecord]:
     """The run's events with id > after, oldest first; RunNotFound for an unknown run."""
     rid = _run_uuid(run_id)
     if not Run.objects.filter(id=rid).exists():
         raise RunNotFound(f"no run with id {str(run_id)!r}")
-    limit = max(1, min(limit, MAX_PAGE))
-    return list(Event.objects.filter(run_id=rid, id__gt=after).order_by("id")[:limit])
+    return events_after(str(rid), after=after, limit=max(1, min(limit, MAX_PAGE)))

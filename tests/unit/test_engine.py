@@ -615,3 +615,92 @@ async def test_runner__survives_a_store_outage_and_goes_on(h, monkeypatch):
     await asyncio.wait_for(runner.run(until_idle=True), 10)
     assert calls["claim"] > 3
     assert (await handle.ainfo()).result == "done"
+
+
+def _sender_to_a_finished_run(on_error, sender_body):
+    """A `target` run and a `sender` whose step "notify" sends to the target of the same key."""
+
+    async def target(ctx):
+        return "done"
+
+    return setup(
+        use={
+            "sender": workflow(sender_body, on_error=on_error),
+            "target": workflow(target, queues={"inbox": queue()}),
+        }
+    )
+
+
+async def test_send_to_a_finished_run__fails_that_step_as_critical_at_once(h):
+    seen, calls = [], []
+
+    def notify(s):
+        calls.append(s.attempt)
+        s.queue.send("inbox", {"hi": 1}, workflow="target", key=["k"])
+        return "sent"
+
+    async def sender(ctx):
+        result = await ctx.try_step("notify", notify, max_retries=3)
+        return {"ok": result.ok, "kind": result.failure.kind, "name": result.failure.error["name"]}
+
+    reg = _sender_to_a_finished_run(lambda c, ev: seen.append(ev), sender)
+    target = await h.client(reg, "target").aget_or_create(["k"])
+    await h.run(reg)
+    assert (await target.ainfo()).status == "completed"
+    handle = await h.client(reg, "sender").aget_or_create(["k"])
+    await h.run(reg)
+    run = await handle.ainfo()
+    # the run goes on: the refused send is the step's failure, returned by try_step as data
+    assert (run.status, run.error) == ("completed", None)
+    assert run.result == {"ok": False, "kind": "critical", "name": "RunFinished"}
+    assert calls == [1]  # critical: never retried
+    entry = h.entries(run.id)["notify"]
+    assert entry.status == "failed" and entry.error["kind"] == "critical"
+    assert entry.error["name"] == "RunFinished"
+    [attempt] = h.attempts(run.id, "notify")
+    assert attempt.outcome == "critical"
+    assert [(ev.step.step_name, ev.step.attempt, ev.step.will_retry) for ev in seen] == [("notify", 1, False)]
+    assert seen[0].workflow is None and seen[0].step.error["name"] == "RunFinished"
+    assert h.message_count() == 0  # nothing was stored for the finished run
+    assert (await target.ainfo()).status == "completed"
+
+
+async def test_send_to_a_finished_run__a_plain_step_fails_the_run_as_that_step(h):
+    seen = []
+
+    async def sender(ctx):
+        await ctx.step("notify", lambda s: s.queue.send("inbox", 1, workflow="target", key=["k"]))
+
+    reg = _sender_to_a_finished_run(lambda c, ev: seen.append(ev), sender)
+    await h.client(reg, "target").aget_or_create(["k"])
+    await h.run(reg)
+    handle = await h.client(reg, "sender").aget_or_create(["k"])
+    await h.run(reg)
+    run = await handle.ainfo()
+    # failed as the step "notify" (StepFailed, kind critical), not by a RunFinished from the body
+    assert run.status == "failed"
+    assert (run.error["name"], run.error["step"], run.error["kind"]) == ("StepFailed", "notify", "critical")
+    assert len(h.attempts(run.id, "notify")) == 1
+    assert [ev.step.step_name for ev in seen if ev.step] == ["notify"]
+    assert h.message_count() == 0
+
+
+def test_on_error__an_async_handler_is_refused_when_the_workflow_is_defined():
+    async def body(ctx):
+        return None
+
+    async def async_handler(c, ev):
+        return None
+
+    class AsyncCallable:
+        async def __call__(self, c, ev):
+            return None
+
+    class PlainCallable:
+        def __call__(self, c, ev):
+            return None
+
+    for handler in (async_handler, AsyncCallable()):
+        with pytest.raises(TypeError, match="on_error"):
+            workflow(body, on_error=handler)
+    assert workflow(body, on_error=PlainCallable()).on_error is not None  # a plain callable is fine

@@ -15,6 +15,7 @@
     ├── InvalidMessage             a message or event payload failed its schema
     ├── RunNotFound                no run with that id or key
     ├── RunFinished                the run is terminal (completed, failed or cancelled)
+    ├── RunBusy                    a repair needs the run at rest; a runner holds it now
     ├── MessageTimeout             a `send(..., wait=True)` got no completion in time
     └── LeaseLost                  this runner no longer owns the run (another one took it over)
 
@@ -148,6 +149,10 @@ class RunNotFound(WorkflowError):
 
 class RunFinished(WorkflowError):
     pass
+
+
+class RunBusy(BadInput):
+    """The run is held by a runner right now; the operation needs it at rest."""
 
 
 class MessageTimeout(WorkflowError):

@@ -192,3 +192,29 @@ class Commit:
 class CommitResult:
     entry_ids: list[int]
     cancel_requested: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Audit:
+    """Who repairs a run and why: written with the repair, in its transaction."""
+
+    actor: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditRecord:
+    run_id: str
+    action: str
+    actor: str
+    reason: str
+    details: dict[str, Any]
+    created_at: dt.datetime
+
+
+class _NotEdited:
+    def __repr__(self) -> str:
+        return "NOT_EDITED"
+
+
+NOT_EDITED: Any = _NotEdited()  # a replay that keeps the step's recorded input

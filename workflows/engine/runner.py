@@ -78,6 +78,7 @@ class Runner:
         for execution in self._executions.values():
             execution.interrupt_requested = True
         self._poke()
+        logger.info("runner %s stopping: no new claims; %d run(s) finishing", self.owner, len(self._tasks))
 
     def _poke(self) -> None:
         if self._wake is not None:

@@ -122,7 +122,7 @@ async def step(
             await _record_success(ex, entry, output, step_ctx, started, finished)
         except (RunFinished, RunNotFound) as exc:
             # A message of this step went to a run that is gone: the step fails as itself, at once.
-            outcome, failure = Outcome.CRITICAL, exc
+            outcome, failure, entry.output = Outcome.CRITICAL, exc, None
         else:
             if rollback is not None:
                 ex.add_rollback(name, rollback, output)

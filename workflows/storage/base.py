@@ -14,6 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.records import (
+    NOT_EDITED,
+    Audit,
+    AuditRecord,
     Commit,
     CommitResult,
     EntryRecord,
@@ -84,8 +87,9 @@ class Store(ABC):
 
     # --- callers' side ---
     @abstractmethod
-    def send(self, message: OutgoingMessage, *, now: dt.datetime) -> MessageRecord:
-        """Store a message and wake its run; stored before this returns."""
+    def send(self, message: OutgoingMessage, *, now: dt.datetime, audit: Audit | None = None) -> MessageRecord:
+        """Store a message and wake its run; stored before this returns. With `audit`, an
+        operator's send (e.g. an approval), written to the audit log in the same transaction."""
 
     @abstractmethod
     def get_message(self, message_id: int) -> MessageRecord: ...
@@ -95,6 +99,32 @@ class Store(ABC):
 
     @abstractmethod
     def list_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]: ...
+
+    # --- operators' repairs: each one transaction with its audit entry --------------------------------
+    @abstractmethod
+    def replay(
+        self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime, input: Any = NOT_EDITED
+    ) -> RunRecord:
+        """Run the run again from this current entry: it and the later entries of its scope become
+        superseded history (kept, with their attempts), earlier ones stay; the run is runnable at
+        once. With `input`, the step reruns with it instead of its recorded input. RunBusy while a
+        runner holds the run; BadInput for an entry that is not current."""
+
+    @abstractmethod
+    def retry_now(self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime) -> RunRecord:
+        """Skip the rest of a step's retry backoff: its next attempt is due now."""
+
+    @abstractmethod
+    def cancel(self, run_id: str, *, audit: Audit, now: dt.datetime) -> RunRecord:
+        """An operator's `request_cancel`, audited; BadInput when the run has already finished."""
+
+    @abstractmethod
+    def audit_log(self, run_id: str) -> list[AuditRecord]:
+        """The run's audit entries, newest first."""
+
+    @abstractmethod
+    def superseded(self, run_id: str) -> list[EntryRecord]:
+        """Entries an operator's replay replaced, oldest first (kept as history)."""
 
     # --- async twins ---
     async def run_sync(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -114,6 +144,9 @@ class Store(ABC):
     aget_message = _twin("get_message")
     arequest_cancel = _twin("request_cancel")
     alist_events = _twin("list_events")
+    areplay = _twin("replay")
+    aretry_now = _twin("retry_now")
+    acancel = _twin("cancel")
 
     # --- change notification ---
     async def watch(self, wake: Callable[[], None]) -> None:

@@ -14,14 +14,21 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from ..core.exceptions import LeaseLost, RunFinished, RunNotFound
+from ..core.exceptions import BadInput, LeaseLost, RunBusy, RunFinished, RunNotFound
+from ..core.jsonvalue import normalize
 from ..core.records import (
     LIVE,
+    NOT_EDITED,
     TERMINAL,
     AttemptWrite,
+    Audit,
+    AuditAction,
+    AuditRecord,
     Commit,
     CommitResult,
+    EntryKind,
     EntryRecord,
+    EntryStatus,
     EventRecord,
     MessageRecord,
     OutgoingMessage,
@@ -39,6 +46,8 @@ class MemoryStore(Store):
         self.messages: dict[int, MessageRecord] = {}
         self.consumed_by: dict[int, int] = {}
         self.events: list[EventRecord] = []
+        self.superseded_ids: set[int] = set()  # entries an operator's replay replaced (kept)
+        self.audits: list[AuditRecord] = []
         self._ids = itertools.count(1)
         self._started: set[str] = set()
         self._lock = threading.RLock()
@@ -136,14 +145,19 @@ class MemoryStore(Store):
 
     def load_history(self, run_id):
         with self._lock:
-            found = [e for rid, e in self.entries.values() if rid == run_id]
+            found = [e for rid, e in self._current() if rid == run_id]
             return sorted(found, key=lambda e: (e.scope, e.position))
+
+    def _current(self) -> list[tuple[str, EntryRecord]]:
+        return [(rid, e) for eid, (rid, e) in self.entries.items() if eid not in self.superseded_ids]
 
     def commit(self, *, run_id, owner, commit: Commit, now):
         with self._lock:
             run = self.runs.get(run_id)
             if run is None or run.lease_owner != owner or run.status != RunStatus.RUNNING:
                 raise LeaseLost(f"run {run_id} is no longer held by {owner}")
+            if any(w.id in self.superseded_ids for w, _a in commit.entries):
+                raise LeaseLost(f"run {run_id}: an entry was replaced (an operator replayed the run)")
             snapshot = (dict(self.runs), dict(self.entries), list(self.attempts), dict(self.messages),
                         dict(self.consumed_by), list(self.events))  # fmt: skip
             try:
@@ -178,7 +192,7 @@ class MemoryStore(Store):
             )  # fmt: skip
             if write.id is None:
                 clash = [
-                    e for rid, e in self.entries.values()
+                    e for rid, e in self._current()
                     if rid == run.id and e.scope == write.scope and (e.position == write.position or e.name == write.name)
                 ]  # fmt: skip
                 if clash:
@@ -253,9 +267,12 @@ class MemoryStore(Store):
             return found[:limit]
 
     # --- callers' side ---
-    def send(self, message, *, now):
+    def send(self, message, *, now, audit=None):
         with self._lock:
-            return self._insert_message(message, now)
+            record = self._insert_message(message, now)
+            if audit is not None:
+                self._audit(record.run_id, AuditAction.SEND, audit, {"queue": message.queue, "message": record.id}, now)
+            return record
 
     def get_message(self, message_id):
         with self._lock:
@@ -275,3 +292,84 @@ class MemoryStore(Store):
     def list_events(self, run_id, *, after=0, limit=1000):
         with self._lock:
             return [e for e in self.events if e.run_id == run_id and e.id > after][:limit]
+
+    # --- operators' repairs ---
+    def replay(self, run_id, entry_id, *, audit, now, input=NOT_EDITED):
+        with self._lock:
+            run = self._run(run_id)
+            if run.status == RunStatus.RUNNING:
+                raise RunBusy(f"run {run_id} is running; wait for it to finish or fail before replaying")
+            first = self._current_entry(run_id, entry_id)
+            if first is None:
+                raise BadInput(f"run {run_id} has no current entry {entry_id}")
+            if input is not NOT_EDITED and first.kind != EntryKind.STEP:
+                raise BadInput("only a step's input can be edited")
+            doomed = sorted(
+                (e for rid, e in self._current() if rid == run_id and e.scope == first.scope
+                 and e.position >= first.position),
+                key=lambda e: e.position,
+            )  # fmt: skip
+            self.superseded_ids.update(e.id for e in doomed)
+            details: dict[str, Any] = {
+                "from_entry": first.id, "from_step": first.name, "superseded": [e.id for e in doomed]
+            }  # fmt: skip
+            if input is not NOT_EDITED:
+                new = replace(
+                    first, id=next(self._ids), status=EntryStatus.RETRYING, input=normalize(input, "the edited input"),
+                    output=None, error=None, meta=None, attempts=0, started_at=None, finished_at=None, wake_at=now,
+                )  # fmt: skip
+                self.entries[new.id] = (run_id, new)
+                details["input"] = input
+            self.runs[run_id] = replace(
+                run, status=RunStatus.PENDING, wake_at=now, lease_owner="", result=None, error=None,
+                cancel_requested=False,
+            )  # fmt: skip
+            self._audit(run_id, AuditAction.REPLAY, audit, details, now)
+            return self._copy(self.runs[run_id])
+
+    def retry_now(self, run_id, entry_id, *, audit, now):
+        with self._lock:
+            run = self._run(run_id)
+            entry = self._current_entry(run_id, entry_id)
+            if entry is None or entry.status != EntryStatus.RETRYING:
+                raise BadInput(f"entry {entry_id} of run {run_id} is not waiting to retry")
+            self.entries[entry.id] = (run_id, replace(entry, wake_at=now))
+            if run.status == RunStatus.WAITING:
+                self.runs[run_id] = replace(run, wake_at=now)
+            self._audit(run_id, AuditAction.RETRY_NOW, audit, {"entry": entry.id, "step": entry.name}, now)
+            return self._copy(self.runs[run_id])
+
+    def cancel(self, run_id, *, audit, now):
+        with self._lock:
+            run = self._run(run_id)
+            if run.status in TERMINAL:
+                raise BadInput(f"run {run_id} is already {run.status}")
+            run = self.request_cancel(run_id, now=now)
+            self._audit(run_id, AuditAction.CANCEL, audit, {}, now)
+            return run
+
+    def audit_log(self, run_id):
+        with self._lock:
+            return [a for a in reversed(self.audits) if a.run_id == run_id]
+
+    def superseded(self, run_id):
+        with self._lock:
+            found = [e for eid, (rid, e) in self.entries.items() if rid == run_id and eid in self.superseded_ids]
+            return sorted(found, key=lambda e: e.id)
+
+    def _run(self, run_id: str) -> RunRecord:
+        if run_id not in self.runs:
+            raise RunNotFound(f"no run with id {run_id!r}")
+        return self.runs[run_id]
+
+    def _current_entry(self, run_id: str, entry_id: int) -> EntryRecord | None:
+        found = self.entries.get(entry_id)
+        if found is None or found[0] != run_id or entry_id in self.superseded_ids:
+            return None
+        return found[1]
+
+    def _audit(self, run_id: str, action: str, audit: Audit, details: dict[str, Any], now: dt.datetime) -> None:
+        self.audits.append(
+            AuditRecord(run_id=run_id, action=action, actor=audit.actor, reason=audit.reason, details=details,
+                        created_at=now)
+        )  # fmt: skip

@@ -10,8 +10,8 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from ...core.records import EventRecord, MessageRecord, RunRecord
-from ...models import Event, Message, Run
+from ...core.records import AuditRecord, EventRecord, MessageRecord, RunRecord
+from ...models import AuditEntry, Event, Message, Run
 
 
 def run_record(run: Run) -> RunRecord:
@@ -92,3 +92,17 @@ ENTRY_FIELDS = (
 
 def event_record(e: Event) -> EventRecord:
     return EventRecord(id=e.id, run_id=str(e.run_id), name=e.name, payload=e.payload, created_at=e.created_at)
+
+
+def events_after(run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:
+    """The run's events with id > `after`, oldest first: the one read of "events after a cursor"
+    that the client's `events()`, the API and the live consumers share."""
+    rows = Event.objects.filter(run_id=run_id, id__gt=after).order_by("id")[:limit]
+    return [event_record(e) for e in rows]
+
+
+def audit_record(a: AuditEntry) -> AuditRecord:
+    return AuditRecord(
+        run_id=str(a.run_id), action=a.action, actor=a.actor, reason=a.reason, details=a.details,
+        created_at=a.created_at,
+    )  # fmt: skip

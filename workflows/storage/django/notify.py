@@ -1,0 +1,89 @@
+"""Waking runners: every write that makes work runnable notifies, and an idle runner watches.
+PostgreSQL: NOTIFY on commit and a LISTEN connection. SQLite: no notification is needed, since
+`PRAGMA data_version` moves whenever another connection commits, and asking it reads no table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from django.db import connection
+
+from . import sql
+
+logger = logging.getLogger(__name__)
+
+NOTIFY_CHANNEL = "workflows_wake"
+SQLITE_POLL = 0.01  # seconds between data_version checks: an in-process call, no table read
+LISTEN_RETRY = 1.0  # seconds before reconnecting a dropped LISTEN connection
+
+RunSync = Callable[..., Awaitable[Any]]
+
+
+def notify(cursor: Any) -> None:
+    """Inside the writing transaction: PostgreSQL delivers the NOTIFY when it commits."""
+    if sql.pg():
+        cursor.execute(sql.NOTIFY, [NOTIFY_CHANNEL])
+
+
+def notify_now() -> None:
+    with connection.cursor() as cursor:
+        notify(cursor)
+
+
+async def watch(run_sync: RunSync, wake: Callable[[], None]) -> None:
+    """Call `wake()` whenever another process may have made work runnable; runs until cancelled.
+    `run_sync` runs a function in the store's database thread."""
+    if await run_sync(sql.pg):
+        await _listen(run_sync, wake)
+    else:
+        await _poll_data_version(run_sync, wake)
+
+
+async def _listen(run_sync: RunSync, wake: Callable[[], None]) -> None:
+    import psycopg
+
+    params = await run_sync(_libpq_params)
+    while True:
+        try:
+            async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
+                await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                wake()  # catch up with anything sent while we were not listening
+                async for _notify in conn.notifies():
+                    wake()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("LISTEN connection failed; retrying in %.0fs", LISTEN_RETRY)
+            await asyncio.sleep(LISTEN_RETRY)
+
+
+async def _poll_data_version(run_sync: RunSync, wake: Callable[[], None]) -> None:
+    last = await run_sync(_sqlite_data_version)
+    while True:
+        await asyncio.sleep(SQLITE_POLL)
+        version = await run_sync(_sqlite_data_version)
+        if version != last:
+            last = version
+            wake()
+
+
+def _sqlite_data_version() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA data_version")
+        return cursor.fetchone()[0]
+
+
+def _libpq_params() -> dict[str, Any]:
+    settings = connection.settings_dict
+    params: dict[str, Any] = {"dbname": settings["NAME"]}
+    for libpq, django in (("user", "USER"), ("password", "PASSWORD"), ("host", "HOST"), ("port", "PORT")):
+        if settings.get(django):
+            params[libpq] = settings[django]
+    for option, value in (settings.get("OPTIONS") or {}).items():
+        if option in {"sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "options"}:
+            params[option] = value
+    return params

@@ -1,0 +1,118 @@
+"""Operators' repairs of a run as store methods: replay from an entry, retry a step now, cancel.
+Each is one transaction that also writes its AuditEntry (who, when, what, why) and wakes the
+runners, so the admin, the API and the commands (through `workflows.operations`) always agree,
+and the engine's test suite covers them on both stores.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from ...core.exceptions import BadInput, RunBusy, RunNotFound
+from ...core.jsonvalue import normalize
+from ...core.records import (
+    NOT_EDITED,
+    TERMINAL,
+    Audit,
+    AuditAction,
+    AuditRecord,
+    EntryKind,
+    EntryRecord,
+    EntryStatus,
+    RunRecord,
+    RunStatus,
+)
+from ...models import AuditEntry, Entry, Run
+from .notify import notify_now
+from .rows import ENTRY_FIELDS, audit_record, run_record
+
+
+def write_audit(run_id: str, action: str, audit: Audit, details: dict[str, Any], now: dt.datetime) -> None:
+    AuditEntry.objects.create(
+        run_id=run_id, action=action, actor=audit.actor, reason=audit.reason, details=details, created_at=now
+    )
+
+
+def _locked_run(run_id: str) -> Run:
+    try:
+        run = Run.objects.select_for_update().filter(id=run_id).first()
+    except (ValidationError, ValueError, TypeError):  # not a UUID
+        run = None
+    if run is None:
+        raise RunNotFound(f"no run with id {run_id!r}")
+    return run
+
+
+class DjangoRepairs:
+    def replay(
+        self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime, input: Any = NOT_EDITED
+    ) -> RunRecord:
+        edited = input is not NOT_EDITED
+        with transaction.atomic():
+            run = _locked_run(run_id)
+            if run.status == RunStatus.RUNNING:
+                raise RunBusy(f"run {run_id} is running; wait for it to finish or fail before replaying")
+            first = Entry.objects.filter(id=entry_id, run_id=run_id, superseded=False).first()
+            if first is None:
+                raise BadInput(f"run {run_id} has no current entry {entry_id}")
+            if edited and first.kind != EntryKind.STEP:
+                raise BadInput("only a step's input can be edited")
+            doomed = list(
+                Entry.objects.filter(
+                    run_id=run_id, scope=first.scope, position__gte=first.position, superseded=False
+                )
+                .order_by("position")
+                .values_list("id", flat=True)
+            )
+            Entry.objects.filter(id__in=doomed).update(superseded=True)
+            details: dict[str, Any] = {"from_entry": first.id, "from_step": first.name, "superseded": doomed}
+            if edited:
+                Entry.objects.create(
+                    run=run, scope=first.scope, position=first.position, name=first.name, kind=first.kind,
+                    status=EntryStatus.RETRYING, input=normalize(input, "the edited input"), attempts=0,
+                    started_at=None, wake_at=now,
+                )  # fmt: skip
+                details["input"] = input
+            run.status, run.wake_at, run.lease_owner = RunStatus.PENDING, now, ""
+            run.result = run.error = run.finished_at = None
+            run.cancel_requested = False
+            run.updated_at = now
+            run.save()
+            write_audit(run_id, AuditAction.REPLAY, audit, details, now)
+            notify_now()
+        return run_record(run)
+
+    def retry_now(self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime) -> RunRecord:
+        with transaction.atomic():
+            run = _locked_run(run_id)
+            entry = Entry.objects.filter(id=entry_id, run_id=run_id, superseded=False).first()
+            if entry is None or entry.status != EntryStatus.RETRYING:
+                raise BadInput(f"entry {entry_id} of run {run_id} is not waiting to retry")
+            entry.wake_at = now
+            entry.save(update_fields=["wake_at"])
+            if run.status == RunStatus.WAITING:
+                run.wake_at, run.updated_at = now, now
+                run.save(update_fields=["wake_at", "updated_at"])
+            write_audit(run_id, AuditAction.RETRY_NOW, audit, {"entry": entry.id, "step": entry.name}, now)
+            notify_now()
+        return run_record(run)
+
+    def cancel(self, run_id: str, *, audit: Audit, now: dt.datetime) -> RunRecord:
+        with transaction.atomic():
+            run = _locked_run(run_id)
+            if run.status in TERMINAL:
+                raise BadInput(f"run {run_id} is already {run.status}")
+            record = self.request_cancel(run_id, now=now)  # type: ignore[attr-defined]
+            write_audit(run_id, AuditAction.CANCEL, audit, {}, now)
+        return record
+
+    def audit_log(self, run_id: str) -> list[AuditRecord]:
+        return [audit_record(a) for a in AuditEntry.objects.filter(run_id=run_id).order_by("-created_at", "-id")]
+
+    def superseded(self, run_id: str) -> list[EntryRecord]:
+        rows = Entry.objects.filter(run_id=run_id, superseded=True).order_by("id")
+        return [EntryRecord(**row) for row in rows.values(*ENTRY_FIELDS)]

@@ -1,0 +1,197 @@
+"""Every SQL statement the Django store writes with, named in one place, and the value adapters
+they take. Statements hold `%s` placeholders (Django's cursor style) and are built from the same
+column lists, so an entry is written by one path whichever commit carries it. On PostgreSQL the
+placeholders are typed (`%s::jsonb`), since a statement like `INSERT ... SELECT %s FROM r` gives
+its parameters no column to take a type from; SQLite needs no casts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db import connection
+
+from ...core.records import LIVE, TERMINAL, AttemptWrite, Commit, EntryWrite, RunStatus
+from ...models import Run
+
+NOTIFY = "SELECT pg_notify(%s, '')"
+
+# --- value adapters ---------------------------------------------------------------------------------
+
+
+def pg() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def t(value: dt.datetime | None) -> Any:
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+def j(value: Any) -> Any:
+    return None if value is None else connection.ops.adapt_json_value(value, None)
+
+
+def rid(run_id: str) -> Any:
+    """A run id as the backend stores it (a uuid on PostgreSQL, hex text on SQLite)."""
+    return Run._meta.pk.get_db_prep_value(run_id, connection)
+
+
+def marks(n: int) -> str:
+    return ", ".join(["%s"] * n)
+
+
+def _typed(kind: str) -> str:
+    return f"%s::{kind}" if pg() else "%s"
+
+
+# --- claims and leases ---------------------------------------------------------------------------------
+
+CLAIM_DUE = (
+    "SELECT id AS claim_id, started_at AS was_started FROM workflows_run WHERE wake_at <= %s"
+    " AND status IN (%s, %s, %s) AND workflow IN ({names}) ORDER BY wake_at LIMIT %s"
+)
+CLAIM_LEASE = (
+    "UPDATE workflows_run SET status = %s, lease_owner = %s, wake_at = %s, updated_at = %s,"
+    " started_at = COALESCE(workflows_run.started_at, %s)"
+)
+HEARTBEAT = (
+    "UPDATE workflows_run SET wake_at = %s WHERE lease_owner = %s AND status = %s"
+    " AND id IN ({ids}) RETURNING id, cancel_requested"
+)
+
+
+def claim_due(workflows: list[str], limit: int, now: dt.datetime) -> tuple[str, list[Any]]:
+    return CLAIM_DUE.format(names=marks(len(workflows))), [t(now), *LIVE, *workflows, limit]
+
+
+def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple[str, list[Any]]:
+    return CLAIM_LEASE, [RunStatus.RUNNING, owner, t(lease_until), t(now), t(now)]
+
+
+# --- a commit: the fenced run update ----------------------------------------------------------------
+
+
+def fence(run_id: str, owner: str, commit: Commit) -> tuple[str, list[Any]]:
+    """The WHERE of the run update every commit starts with: only the lease holder writes, and
+    only over entries still current (an operator's replay supersedes them)."""
+    where = "id = %s AND lease_owner = %s AND status = %s"
+    params: list[Any] = [rid(run_id), owner, RunStatus.RUNNING]
+    for write, _attempt in commit.entries:
+        if write.id is not None:
+            where += " AND EXISTS (SELECT 1 FROM workflows_entry WHERE id = %s AND superseded = %s)"
+            params += [write.id, False]
+    return where, params
+
+
+def run_update(commit: Commit, now: dt.datetime) -> tuple[str, list[Any]]:
+    """The SET clause of the fenced run update: timestamps, state and the transition."""
+    sets, params = ["updated_at = %s"], [t(now)]
+    if commit.state is not None:
+        sets.append(f"state = {_typed('jsonb')}")
+        params.append(j(commit.state))
+    transition = commit.transition
+    if transition is not None:
+        sets.append("status = %s")
+        params.append(transition.status)
+        if transition.status in TERMINAL:
+            sets += ["wake_at = NULL", "lease_owner = ''", "finished_at = %s", "result = %s", "error = %s"]
+            params += [t(now), j(transition.result), j(transition.error)]
+        else:  # waiting, or released (pending)
+            sets += ["wake_at = %s", "lease_owner = ''"]
+            params.append(t(transition.wake_at))
+    return ", ".join(sets), params
+
+
+# --- a commit: entries and attempts (one path for both kinds of commit) ---------------------------
+
+ENTRY_COLUMNS = (
+    "run_id", "scope", "position", "name", "kind", "status", "input", "output", "error", "meta",
+    "attempts", "started_at", "finished_at", "wake_at", "superseded",
+)  # fmt: skip
+ENTRY_UPDATED = ("status", "input", "output", "error", "meta", "attempts", "finished_at", "wake_at")
+ATTEMPT_COLUMNS = ("entry_id", "number", "started_at", "finished_at", "outcome", "error", "delay", "retry_at")
+_TYPES = {
+    "input": "jsonb", "output": "jsonb", "error": "jsonb", "meta": "jsonb", "payload": "jsonb",
+    "started_at": "timestamptz", "finished_at": "timestamptz", "wake_at": "timestamptz",
+    "retry_at": "timestamptz", "delay": "float8", "attempts": "integer", "position": "integer",
+    "number": "integer", "superseded": "boolean",
+}  # fmt: skip
+
+
+def _placeholder(column: str) -> str:
+    kind = _TYPES.get(column)
+    return _typed(kind) if kind else "%s"
+
+
+def insert_entry(run_id: str, write: EntryWrite, after: str = "") -> tuple[str, list[Any]]:
+    """A new entry; `after` names a CTE the row hangs off (the one-statement commit's run update),
+    so a fence that matched nothing inserts nothing."""
+    values = ", ".join(_placeholder(c) for c in ENTRY_COLUMNS)
+    source = f" FROM {after}" if after else ""
+    sql = f"INSERT INTO workflows_entry ({', '.join(ENTRY_COLUMNS)}) SELECT {values}{source} RETURNING id"
+    params = [rid(run_id), write.scope, write.position, write.name, write.kind, write.status, j(write.input),
+              j(write.output), j(write.error), j(write.meta), write.attempts, t(write.started_at),
+              t(write.finished_at), t(write.wake_at), False]  # fmt: skip
+    return sql, params
+
+
+def update_entry(write: EntryWrite, after: str = "") -> tuple[str, list[Any]]:
+    """An entry moving on (a retry, a wait coming true); current entries only (the fence checked)."""
+    sets = ", ".join(f"{c} = {_placeholder(c)}" for c in ENTRY_UPDATED)
+    guard = f" AND EXISTS (SELECT 1 FROM {after})" if after else ""
+    sql = f"UPDATE workflows_entry SET {sets} WHERE id = %s AND superseded = %s{guard} RETURNING id"
+    params = [write.status, j(write.input), j(write.output), j(write.error), j(write.meta), write.attempts,
+              t(write.finished_at), t(write.wake_at), write.id, False]  # fmt: skip
+    return sql, params
+
+
+def insert_attempt(attempt: AttemptWrite, entry: int | str) -> tuple[str, list[Any]]:
+    """The attempt of an entry: `entry` is its id, or the name of the CTE that wrote it."""
+    values = ", ".join(_placeholder(c) for c in ATTEMPT_COLUMNS[1:])
+    row = [attempt.number, t(attempt.started_at), t(attempt.finished_at), attempt.outcome, j(attempt.error),
+           attempt.delay, t(attempt.retry_at)]  # fmt: skip
+    columns = ", ".join(ATTEMPT_COLUMNS)
+    if isinstance(entry, str):
+        return f"INSERT INTO workflows_attempt ({columns}) SELECT {entry}.id, {values} FROM {entry}", row
+    return f"INSERT INTO workflows_attempt ({columns}) SELECT %s, {values}", [entry, *row]
+
+
+# --- a commit: events, messages, pruning --------------------------------------------------------------
+
+INSERT_EVENTS = "INSERT INTO workflows_event (run_id, name, payload, created_at) VALUES {rows}"
+INSERT_EVENTS_AFTER = (
+    "INSERT INTO workflows_event (run_id, name, payload, created_at)"
+    " SELECT %s, x.name, x.payload, %s::timestamptz FROM (VALUES {rows}) AS x(name, payload)"
+    " WHERE EXISTS (SELECT 1 FROM {after})"
+)
+CONSUME_MESSAGES = (
+    "UPDATE workflows_message SET consumed_at = %s, consumed_by_id = %s{complete}"
+    " WHERE run_id = %s AND consumed_at IS NULL AND id IN ({ids})"
+)
+COMPLETE_MESSAGE = (
+    "UPDATE workflows_message SET response = %s, completed_at = %s WHERE id = %s AND completed_at IS NULL"
+)
+MESSAGE_WAITING = "SELECT 1 FROM workflows_message WHERE run_id = %s AND consumed_at IS NULL"
+WAKE_RUN = "UPDATE workflows_run SET wake_at = %s WHERE id = %s"
+# Locks the target row (even when no wake is due), so a suspension racing with a send sees it.
+WAKE_FOR_MESSAGE = (
+    "UPDATE workflows_run SET wake_at = CASE WHEN status IN (%s, %s) THEN %s ELSE wake_at END"
+    " WHERE id = %s AND status IN (%s, %s, %s)"
+)
+INSERT_MESSAGE = (
+    "INSERT INTO workflows_message (run_id, queue, body, sent_at) VALUES (%s, %s, %s, %s) RETURNING id"
+)
+_SCOPE = "run_id = %s AND (scope = %s OR substr(scope, 1, %s) = %s)"
+PRUNE_ATTEMPTS = f"DELETE FROM workflows_attempt WHERE entry_id IN (SELECT id FROM workflows_entry WHERE {_SCOPE})"
+PRUNE_CONSUMERS = (
+    "UPDATE workflows_message SET consumed_by_id = NULL"
+    f" WHERE consumed_by_id IN (SELECT id FROM workflows_entry WHERE {_SCOPE})"
+)
+PRUNE_ENTRIES = f"DELETE FROM workflows_entry WHERE {_SCOPE}"
+
+
+def scope_params(run_id: str, scope: str) -> list[Any]:
+    """A scope and every scope under it (`scope/...`)."""
+    prefix = scope + "/"
+    return [rid(run_id), scope, len(prefix), prefix]

@@ -1,0 +1,204 @@
+"""A commit of the engine as SQL: everything in one transaction behind the run's fence.
+
+Two ways to send it, one set of statements (`sql`): PostgreSQL sends the common commit (one
+entry and its attempt, state, events, a transition) as ONE statement of data-modifying CTEs that
+all hang off the fenced run update, so a lost lease writes nothing; every other commit, and every
+commit on SQLite, runs the same statements one by one inside `transaction.atomic()`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+
+from ...core.exceptions import LeaseLost, RunFinished, RunNotFound
+from ...core.keys import key_identity
+from ...core.records import LIVE, TERMINAL, Commit, CommitResult, MessageRecord, OutgoingMessage, RunStatus
+from ...models import Run
+from . import sql
+from .notify import notify
+
+
+def commit(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
+    if sql.pg() and _fits_one_statement(commit):
+        return _commit_one_statement(run_id, owner, commit, now)
+    return _commit_statements(run_id, owner, commit, now)
+
+
+def _fits_one_statement(commit: Commit) -> bool:
+    """The commits the one-statement path handles: at most one entry and its attempt, state,
+    events and a transition that needs no message check."""
+    if commit.messages or commit.complete or commit.prune or len(commit.entries) > 1:
+        return False
+    if commit.entries and commit.entries[0][0].consumes:
+        return False
+    transition = commit.transition
+    return transition is None or transition.status != RunStatus.WAITING or transition.wait_queues is None
+
+
+def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
+    sets, params = sql.run_update(commit, now)
+    where, fence_params = sql.fence(run_id, owner, commit)
+    params += fence_params
+    ctes = [f"r AS (UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested)"]
+    entry_select = "NULL::bigint"
+    if commit.entries:
+        [(write, attempt)] = commit.entries
+        if write.id is None:
+            statement, entry_params = sql.insert_entry(run_id, write, after="r")
+        else:
+            statement, entry_params = sql.update_entry(write, after="r")
+        ctes.append(f"e AS ({statement})")
+        params += entry_params
+        entry_select = "(SELECT id FROM e)"
+        if attempt is not None:
+            statement, attempt_params = sql.insert_attempt(attempt, "e")
+            ctes.append(f"a AS ({statement} RETURNING id)")
+            params += attempt_params
+    if commit.events:
+        rows = ", ".join(["(%s, %s::jsonb)"] * len(commit.events))
+        ctes.append(f"v AS ({sql.INSERT_EVENTS_AFTER.format(rows=rows, after='r')} RETURNING id)")
+        params += [sql.rid(run_id), sql.t(now)]
+        for name, payload in commit.events:
+            params += [name, sql.j(payload)]
+    with connection.cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(ctes)} SELECT (SELECT cancel_requested FROM r), {entry_select}", params)
+        cancel_requested, entry_id = cursor.fetchone()
+    if cancel_requested is None:
+        raise LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
+    return CommitResult(entry_ids=[entry_id] if commit.entries else [], cancel_requested=bool(cancel_requested))
+
+
+def _commit_statements(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
+    rid = sql.rid(run_id)
+    with transaction.atomic(), connection.cursor() as cursor:
+        # The fence first: it also locks the run row, so a sender racing with a suspension either
+        # lands before it (and is seen) or wakes it after.
+        sets, params = sql.run_update(commit, now)
+        where, fence_params = sql.fence(run_id, owner, commit)
+        cursor.execute(f"UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested", params + fence_params)
+        fenced = cursor.fetchone()
+        if fenced is None:
+            raise LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
+
+        # A message taken by a wait that does not answer it is completed (with no response)
+        # by the same UPDATE that consumes it.
+        auto_completed = {mid for mid, response in commit.complete if response is None}
+        entry_ids = []
+        for write, attempt in commit.entries:
+            statement, entry_params = (
+                sql.insert_entry(run_id, write) if write.id is None else sql.update_entry(write)
+            )
+            cursor.execute(statement, entry_params)
+            entry_id = cursor.fetchone()[0]
+            entry_ids.append(entry_id)
+            if attempt is not None:
+                cursor.execute(*sql.insert_attempt(attempt, entry_id))
+            if write.consumes:
+                _consume(cursor, rid, entry_id, write.consumes, auto_completed, now)
+        for scope in commit.prune:
+            for statement in (sql.PRUNE_ATTEMPTS, sql.PRUNE_CONSUMERS, sql.PRUNE_ENTRIES):
+                cursor.execute(statement, sql.scope_params(run_id, scope))
+        if commit.events:
+            flat: list[Any] = []
+            for name, payload in commit.events:
+                flat += [rid, name, sql.j(payload), sql.t(now)]
+            rows = ", ".join(["(%s, %s, %s, %s)"] * len(commit.events))
+            cursor.execute(sql.INSERT_EVENTS.format(rows=rows), flat)
+        consumed = {mid for write, _attempt in commit.entries for mid in write.consumes}
+        for message_id, response in commit.complete:
+            if message_id in consumed and message_id in auto_completed:
+                continue
+            cursor.execute(sql.COMPLETE_MESSAGE, [sql.j(response), sql.t(now), message_id])
+        for outgoing in commit.messages:
+            insert_message(cursor, outgoing, now)
+        if commit.messages:
+            notify(cursor)
+        transition = commit.transition
+        if transition is not None and transition.status == RunStatus.WAITING:
+            _wake_if_message_waiting(cursor, rid, transition.wait_queues, now)
+    return CommitResult(entry_ids=entry_ids, cancel_requested=bool(fenced[0]))
+
+
+def _consume(
+    cursor: Any, rid: Any, entry_id: int, message_ids: list[int], auto_completed: set[int], now: dt.datetime
+) -> None:
+    complete = set(message_ids) <= auto_completed
+    cursor.execute(
+        sql.CONSUME_MESSAGES.format(
+            complete=", completed_at = COALESCE(completed_at, %s)" if complete else "",
+            ids=sql.marks(len(message_ids)),
+        ),
+        [sql.t(now), entry_id, *([sql.t(now)] if complete else []), rid, *message_ids],
+    )
+    if cursor.rowcount != len(message_ids):
+        raise LeaseLost("a message was consumed by someone else")
+
+
+def _wake_if_message_waiting(cursor: Any, rid: Any, queues: tuple[str, ...] | None, now: dt.datetime) -> None:
+    if queues is None:
+        return
+    statement, params = sql.MESSAGE_WAITING, [rid]
+    if queues:
+        statement += f" AND queue IN ({sql.marks(len(queues))})"
+        params += list(queues)
+    cursor.execute(statement + " LIMIT 1", params)
+    if cursor.fetchone() is not None:
+        cursor.execute(sql.WAKE_RUN, [sql.t(now), rid])
+
+
+def create_run(
+    workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
+) -> Run:
+    """A new run, runnable at once. The caller holds a transaction (and notifies)."""
+    key_text, key_hash = key_identity(key)
+    return Run.objects.create(
+        workflow=workflow,
+        key=key,
+        key_text=key_text,
+        key_hash=key_hash,
+        version=version,
+        status=RunStatus.PENDING,
+        state=initial_state,
+        created_at=now,
+        updated_at=now,
+        wake_at=now,
+    )
+
+
+def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
+    """Store a message and wake its run (created when it names a missing workflow and key); the
+    caller holds a transaction. RunFinished when the target run has ended."""
+    if outgoing.run_id is not None:
+        target = Run.objects.filter(id=outgoing.run_id).values_list("id", "status").first()
+        if target is None:
+            raise RunNotFound(f"no run with id {outgoing.run_id!r}")
+    else:
+        assert outgoing.workflow is not None and outgoing.key is not None
+        found = Run.objects.filter(workflow=outgoing.workflow, key_hash=key_identity(outgoing.key)[1])
+        target = found.values_list("id", "status").first()
+        if target is None:
+            with transaction.atomic():  # a savepoint: a concurrent creator wins, then we read it
+                try:
+                    run = create_run(
+                        outgoing.workflow, outgoing.key, outgoing.version, outgoing.initial_state or {}, now
+                    )
+                    target = (run.id, run.status)
+                except IntegrityError:
+                    target = None
+            if target is None:
+                target = found.values_list("id", "status").first()
+    assert target is not None
+    run_pk, status = target
+    if status in TERMINAL:
+        raise RunFinished(f"run {run_pk} is {status}; it takes no more messages")
+    rid = sql.rid(str(run_pk))
+    cursor.execute(sql.WAKE_FOR_MESSAGE, [RunStatus.PENDING, RunStatus.WAITING, sql.t(now), rid, *LIVE])
+    if cursor.rowcount != 1:
+        raise RunFinished(f"run {run_pk} finished; it takes no more messages")
+    cursor.execute(sql.INSERT_MESSAGE, [rid, outgoing.queue, sql.j(outgoing.body), sql.t(now)])
+    return MessageRecord(
+        id=cursor.fetchone()[0], run_id=str(run_pk), queue=outgoing.queue, body=outgoing.body, sent_at=now
+    )
