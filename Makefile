@@ -5,7 +5,7 @@ PY := .venv/bin/python
 LINT_IMPORTS := .venv/bin/lint-imports --no-cache --no-logo
 STAMP := .venv/.installed
 
-.PHONY: demo test lint bench install
+.PHONY: demo test lint typecheck bench install
 
 $(STAMP): requirements.txt
 	test -x $(PY) || python3 -m venv .venv
@@ -26,6 +26,10 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(LINT_IMPORTS)
 	$(PY) -m ruff format --check .
+
+# mypy with django-stubs over workflows/ (config in pyproject.toml; its cache stays under .venv/).
+typecheck: $(STAMP)
+	$(PY) -m mypy
 
 bench: $(STAMP)
 	$(PY) bench/engine.py

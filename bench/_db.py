@@ -85,7 +85,7 @@ def notify_runners() -> None:
     """What the engine's own writes do on PostgreSQL; SQLite runners see the commit by themselves."""
     from django.db import connection
 
-    from workflows.storage.django.store import NOTIFY_CHANNEL
+    from workflows.storage.django.notify import NOTIFY_CHANNEL
 
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:

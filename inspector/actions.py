@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -22,7 +23,7 @@ from workflows.core.exceptions import WorkflowError
 from workflows.core.records import TERMINAL, EntryStatus, RunStatus
 from workflows.models import Entry, Run
 
-from . import live, selectors
+from . import declarations, live, selectors
 from .forms import ReplayForm, SendForm, WhyForm
 from .masking import mask, unmask
 
@@ -258,16 +259,46 @@ def _waiting_on(run: Run) -> list[str] | None:
     return list((wait.input or {}).get("queues") or [])
 
 
+def choice_url(run_id: str, queue: str, choice: str) -> str:
+    """The send page prefilled with a choice `queue` declares (`queue(..., choices=...)`): what the
+    dashboard's decision buttons open."""
+    url = reverse("admin:workflows_run_send", args=[run_id])
+    return f"{url}?{urlencode({'queue': queue, 'choice': choice})}"
+
+
+def _prefill(request: HttpRequest, run: Run) -> tuple[dict[str, Any], str | None]:
+    """The form's first values, and an error: `?queue=…&choice=…` is that declared choice's body
+    filled in for the user opening the page (QueueSpec.choice_body); `?queue=…&body=…` is taken as
+    given. Either way the user reviews and confirms before anything is sent."""
+    queue, choice = request.GET.get("queue"), request.GET.get("choice")
+    prefill = {"queue": queue, "body": request.GET.get("body")}
+    if choice is None or request.method == "POST":
+        return prefill, None
+    definition = declarations.definition(run.workflow, run.version)
+    try:
+        body = declarations.choice_body(definition, queue or "", choice, _actor(request))
+    except LookupError as exc:
+        return prefill, str(exc)
+    prefill["body"] = json.dumps(body, indent=2, ensure_ascii=False)
+    return prefill, None
+
+
+def _choice_links(run: Run) -> list[dict[str, str]]:
+    definition = declarations.definition(run.workflow, run.version)
+    return [
+        {"queue": queue, "choice": choice, "url": choice_url(str(run.id), queue, choice)}
+        for queue, choices in declarations.decision_queues(definition).items()
+        for choice in choices
+    ]
+
+
 def send_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
     _require(model_admin, request, "send")
     run = _run(run_id)
     queues = _queues(run)
-    prefill = {
-        "queue": request.GET.get("queue"),
-        "body": request.GET.get("body"),
-    }  # e.g. the dashboard's approve
+    prefill, error = _prefill(request, run)
     form = SendForm(request.POST or None, queues=queues, initial=prefill)
-    error, preview = None, None
+    preview = None
     terminal = run.status in TERMINAL
     if not queues:
         error = f"The workflow “{run.workflow}” is not in this server's registries, or has no queues."
@@ -318,4 +349,6 @@ def send_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
         changes=changes,
         blocked=terminal or not queues,
         body_text=request.POST.get("body", ""),
+        choice=request.GET.get("choice") if error is None else None,
+        choice_links=_choice_links(run),
     )

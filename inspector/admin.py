@@ -9,14 +9,16 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404, HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from workflows.models import AuditEntry, Run
 
-from . import actions, selectors
+from . import actions, declarations, selectors
 from .timeline import format_duration
 
 
@@ -54,6 +56,7 @@ class RunAdmin(admin.ModelAdmin):
         "workflow",
         "version_short",
         "key_display",
+        "label",
         "status_badge",
         "created",
         "duration",
@@ -123,6 +126,15 @@ class RunAdmin(admin.ModelAdmin):
     @admin.display(description="key", ordering="key_text")
     def key_display(self, run):
         return format_html('<span class="wf-mono wf-nowrap">{}</span>', " / ".join(str(k) for k in run.key))
+
+    @admin.display(description="label")
+    def label(self, run):
+        """What the run's workflow declares names it (`workflow(..., labels=...)`)."""
+        labels = declarations.run_labels(run)
+        if not labels:
+            return "—"
+        # The template escapes every value: its output is safe once trimmed.
+        return mark_safe(render_to_string("inspector/_labels.html", {"labels": labels}).strip())
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, run):

@@ -1,5 +1,6 @@
-"""The inspector's reads: each query the admin, the dashboard and the consumers need, in one place,
-with the select/prefetch and annotations it takes. Everything a run recorded leaves here masked.
+"""The inspector's reads of runs: the run list, the consumers' checks and one run's page, with the
+select/prefetch and annotations each takes (the dashboard's figures and decisions are in
+`dashboard_selectors`). Everything a run recorded leaves here masked.
 """
 
 from __future__ import annotations
@@ -9,20 +10,20 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, IntegerField, Max, OuterRef, Prefetch, QuerySet, Subquery, Sum
+from django.db.models import IntegerField, Max, OuterRef, Prefetch, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from workflows import selectors as workflow_reads
 from workflows.core.records import RunStatus
 from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run
 
+from .declarations import RunLabels, run_labels
 from .masking import mask
 from .timeline import AttemptSpan, EntrySpan, Timeline, build_timeline, format_duration
 
 EVENTS_ON_PAGE = 200  # the run page shows the latest events; the WebSocket has them all
 MESSAGES_ON_PAGE = 200
-STATS_WINDOW = dt.timedelta(hours=1)
-STATS_ROW_CAP = 20_000  # rows read for the percentiles of one window
 RECENT_RUNS = 50
 
 
@@ -79,6 +80,7 @@ def run_summary(run: Run, now: dt.datetime | None = None) -> dict[str, Any]:
         "duration": format_duration(run_duration(run, now)),
         "current_step": getattr(run, "current_step", None),
         "attempts": getattr(run, "attempt_total", None),
+        "labels": run_labels(run).as_json(),
     }
 
 
@@ -109,7 +111,8 @@ def run_exists(run_id: str) -> bool:
 
 
 def events_after(run_id: str, after: int, limit: int = 500) -> list[dict[str, Any]]:
-    rows = Event.objects.filter(run_id=run_id, id__gt=after).order_by("id")[:limit]
+    """The run's events after a cursor, as the WebSocket sends them (the engine's one read)."""
+    rows = workflow_reads.events_after(run_id, after=after, limit=limit)
     return [{"id": e.id, "event": e.name, "data": e.payload} for e in rows]
 
 
@@ -158,6 +161,7 @@ class StepView:
 @dataclass
 class RunPage:
     run: Run
+    labels: RunLabels  # what the workflow declares names the run
     state: Any
     result: Any
     error: Any
@@ -301,6 +305,7 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
 
     return RunPage(
         run=run,
+        labels=run_labels(run),
         state=mask(run.state),
         result=mask(run.result),
         error=mask(run.error),
@@ -322,143 +327,3 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
 
 def current_entry(run_id: str, entry_id: int) -> Entry | None:
     return Entry.objects.filter(run_id=run_id, id=entry_id, superseded=False).first()
-
-
-# --- the dashboard ----------------------------------------------------------------------------
-
-
-@dataclass
-class StepStat:
-    workflow: str
-    name: str
-    count: int
-    p50: str
-    p95: str
-    retried: int
-
-
-@dataclass
-class DashboardStats:
-    counts: dict[str, int]
-    total: int
-    started_last_hour: int
-    finished_last_hour: int
-    completed_last_hour: int
-    failed_last_hour: int
-    cancelled_last_hour: int
-    failure_rate: float | None  # failed / (completed + failed), last hour
-    throughput_per_minute: float
-    buckets: list[dict[str, Any]]  # per 5 minutes of the last hour: completed, failed
-    step_stats: list[StepStat]
-
-
-def percentile(sorted_values: list[float], p: float) -> float:
-    """Nearest-rank percentile of already sorted values (p in 0..100)."""
-    if not sorted_values:
-        raise ValueError("no values")
-    rank = max(1, min(len(sorted_values), -(-len(sorted_values) * p // 100)))
-    return sorted_values[int(rank) - 1]
-
-
-def dashboard_stats(now: dt.datetime | None = None) -> DashboardStats:
-    now = now or timezone.now()
-    since = now - STATS_WINDOW
-    counts = {status: 0 for status in RunStatus}
-    for row in Run.objects.order_by().values("status").annotate(n=Count("id")):
-        counts[row["status"]] = row["n"]
-
-    finished = list(
-        Run.objects.filter(finished_at__gte=since, finished_at__lte=now)
-        .order_by()
-        .values_list("status", "finished_at")[:STATS_ROW_CAP]
-    )
-    by_status: dict[str, int] = defaultdict(int)
-    bucket_count = 12
-    buckets = [{"completed": 0, "failed": 0, "cancelled": 0} for _ in range(bucket_count)]
-    for status, finished_at in finished:
-        by_status[status] += 1
-        index = int((finished_at - since).total_seconds() // (STATS_WINDOW.total_seconds() / bucket_count))
-        if 0 <= index < bucket_count and status in buckets[index]:
-            buckets[index][status] += 1
-    peak = max([b["completed"] + b["failed"] + b["cancelled"] for b in buckets] + [1])
-    for i, b in enumerate(buckets):
-        b["height"] = round((b["completed"] + b["failed"] + b["cancelled"]) / peak * 100, 1)
-        b["failed_height"] = round(b["failed"] / peak * 100, 1)
-        b["label"] = (since + i * STATS_WINDOW / bucket_count).strftime("%H:%M")
-    completed, failed = by_status[RunStatus.COMPLETED], by_status[RunStatus.FAILED]
-
-    durations: dict[tuple[str, str], list[float]] = defaultdict(list)
-    retried: dict[tuple[str, str], int] = defaultdict(int)
-    rows = (
-        Entry.objects.filter(
-            kind=Entry.Kind.STEP,
-            status=Entry.Status.COMPLETED,
-            superseded=False,
-            finished_at__gte=since,
-            finished_at__lte=now,
-            started_at__isnull=False,
-        )
-        .order_by()
-        .values_list("run__workflow", "name", "started_at", "finished_at", "attempts")[:STATS_ROW_CAP]
-    )
-    for workflow, name, started, ended, attempts in rows:
-        durations[(workflow, name)].append((ended - started).total_seconds())
-        if attempts > 1:
-            retried[(workflow, name)] += 1
-    step_stats = []
-    for (workflow, name), values in sorted(durations.items()):
-        values.sort()
-        step_stats.append(
-            StepStat(
-                workflow=workflow,
-                name=name,
-                count=len(values),
-                p50=format_duration(percentile(values, 50)),
-                p95=format_duration(percentile(values, 95)),
-                retried=retried[(workflow, name)],
-            )
-        )
-    return DashboardStats(
-        counts=counts,
-        total=sum(counts.values()),
-        started_last_hour=Run.objects.filter(created_at__gte=since).count(),
-        finished_last_hour=len(finished),
-        completed_last_hour=completed,
-        failed_last_hour=failed,
-        cancelled_last_hour=by_status[RunStatus.CANCELLED],
-        failure_rate=(failed / (completed + failed)) if completed + failed else None,
-        throughput_per_minute=len(finished) / (STATS_WINDOW.total_seconds() / 60),
-        buckets=buckets,
-        step_stats=step_stats,
-    )
-
-
-# --- decisions waiting on an operator ---------------------------------------------------------
-
-DECISION_QUEUE = "approval"  # runs waiting on a queue of this name show on the dashboard
-DECISION_SCAN = 500  # open queue waits looked at, newest first
-
-
-def awaiting_decision(limit: int = 20) -> list[dict[str, Any]]:
-    """Runs waiting right now on an `approval` queue (e.g. reviewedBrief), oldest wait first, for
-    the dashboard's approve / reject links. The queue list lives in the wait's JSON input, so it
-    is filtered here rather than with a JSON lookup SQLite lacks."""
-    waits = (
-        Entry.objects.filter(kind="queue", status="waiting", superseded=False, run__status="waiting")
-        .select_related("run")
-        .order_by("-started_at")[:DECISION_SCAN]
-    )
-    found = [w for w in waits if DECISION_QUEUE in ((w.input or {}).get("queues") or [])]
-    found.sort(key=lambda w: w.started_at or w.run.created_at)
-    return [
-        {
-            "run_id": str(w.run_id),
-            "workflow": w.run.workflow,
-            "key": w.run.key,
-            "wait": w.name,
-            "since": w.started_at,
-            "title": (w.run.state or {}).get("title"),
-            "stage": (w.run.state or {}).get("stage"),
-        }
-        for w in found[:limit]
-    ]

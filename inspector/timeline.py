@@ -64,10 +64,6 @@ class Timeline:
     rows: list[Row]
     ticks: list[tuple[float, str]]
 
-    @property
-    def span_seconds(self) -> float:
-        return (self.end - self.start).total_seconds()
-
 
 MIN_WIDTH = 0.4  # percent: an instant still shows as a sliver
 

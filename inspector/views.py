@@ -3,16 +3,14 @@ durations, and one run's live timeline."""
 
 from __future__ import annotations
 
-import json
-from urllib.parse import urlencode
-
 from django.contrib import admin
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from . import selectors
+from . import dashboard_selectors, selectors
+from .actions import choice_url
 
 
 def _context(request, **extra):
@@ -28,26 +26,29 @@ def dashboard(request):
         _context(
             request,
             title="Operator dashboard",
-            stats=selectors.dashboard_stats(),
+            stats=dashboard_selectors.dashboard_stats(),
             runs=[selectors.run_summary(r) for r in selectors.recent_runs()],
-            decisions=_with_decision_links(request, selectors.awaiting_decision()),
+            decisions=[_with_buttons(d) for d in dashboard_selectors.awaiting_decision()],
         ),
     )
 
 
-def _with_decision_links(request, decisions: list[dict]) -> list[dict]:
-    """Approve / reject open the audited send action (confirmation, why, permission) prefilled."""
-    for decision in decisions:
-        url = reverse("admin:workflows_run_send", args=[decision["run_id"]])
-        for verdict in ("approve", "reject"):
-            body = json.dumps({"decision": verdict, "by": request.user.get_username()})
-            decision[verdict] = f"{url}?{urlencode({'queue': selectors.DECISION_QUEUE, 'body': body})}"
-    return decisions
+def _with_buttons(decision: dashboard_selectors.Decision) -> dict:
+    """One button per declared choice, each opening the audited send action (confirmation, why,
+    permission) with that choice's body prefilled."""
+    buttons = [
+        {"queue": q.queue, "choice": choice, "url": choice_url(decision.run_id, q.queue, choice)}
+        for q in decision.queues
+        for choice in q.choices
+    ]
+    return {"decision": decision, "buttons": buttons}
 
 
 @staff_member_required
 def stats_fragment(request):
-    return TemplateResponse(request, "inspector/_stats.html", {"stats": selectors.dashboard_stats()})
+    return TemplateResponse(
+        request, "inspector/_stats.html", {"stats": dashboard_selectors.dashboard_stats()}
+    )
 
 
 def _run_context(request, run_id):

@@ -6,8 +6,9 @@ the job id. The body only calls steps; every call to the outside world is in a s
 clients in `jobs.services`.
 
 `reviewedBrief` is the same brief with a person in the loop: it waits for an operator's approval
-(a message on its `approval` queue, sent from the dashboard, the API or `manage.py workflows
-send`); when nobody answers in time it escalates and keeps waiting; approved, it publishes.
+(a message on its `approval` queue, sent with the dashboard's Approve / Reject buttons that the
+queue's `choices` declare, the API or `manage.py workflows send`); when nobody answers in time it
+escalates and keeps waiting; approved, it publishes.
 
 `invoice` is the smaller example: load the subtotal, calculate the tax, save the invoice.
 """
@@ -23,6 +24,7 @@ from jobs import prompts
 from jobs.schemas import InvoiceOrder, JobStart
 from jobs.services import cms, crm, http, model
 from workflows import CriticalError, event, queue, setup, workflow
+from workflows.engine.definition import OPERATOR
 
 STAGES = (
     "queued", "extracting", "enriching", "summarizing", "awaiting_approval", "escalated", "approved",
@@ -186,6 +188,7 @@ ai_job = workflow(
     events={"progress": event(Progress)},
     actions={"status": lambda c: {"status": c.status, **c.state}},
     on_error=on_error,
+    labels=("title", "stage"),  # how the inspector and the dashboard name a job
 )
 
 
@@ -200,6 +203,13 @@ class Approval(BaseModel):
     decision: Literal["approve", "reject"]
     by: str = Field(min_length=1, max_length=200)
     note: str | None = Field(default=None, max_length=2000)
+
+
+# The dashboard's buttons for a brief awaiting review; the operator who clicks is `by`.
+VERDICTS = {
+    "Approve": {"decision": "approve", "by": OPERATOR},
+    "Reject": {"decision": "reject", "by": OPERATOR},
+}
 
 
 async def reviewed_brief_run(ctx) -> dict[str, Any]:
@@ -242,10 +252,11 @@ def record_decision(step) -> dict[str, Any]:
 reviewed_brief = workflow(
     reviewed_brief_run,
     state=lambda: {**initial_state(), "escalated": False, "review": None},
-    queues={"start": queue(JobStart), "approval": queue(Approval)},
+    queues={"start": queue(JobStart), "approval": queue(Approval, choices=VERDICTS)},
     events={"progress": event(Progress)},
     actions={"status": lambda c: {"status": c.status, **c.state}},
     on_error=on_error,
+    labels=("title", "stage"),
 )
 
 

@@ -26,10 +26,11 @@ from .core.exceptions import (
 )
 from .core.values import ActionContext, ErrorEvent, Failure, Loop, Message, RaceResult, TryResult
 from .engine.context import RunContext
-from .engine.definition import Registry, Workflow, event, queue, setup, workflow
+from .engine.definition import OPERATOR, Registry, Workflow, event, queue, setup, workflow
 from .engine.step_context import ErrorContext, StepContext
 
 __all__ = [
+    "OPERATOR",
     "ActionContext",
     "BadInput",
     "Clock",

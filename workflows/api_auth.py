@@ -92,5 +92,5 @@ class ApiKeyAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
         api_key = check_api_key(token.strip())
         if api_key is not None:
-            request.api_key = api_key
+            request.api_key = api_key  # type: ignore[attr-defined]  # our own attribute, read by api._actor
         return api_key

@@ -25,6 +25,8 @@ from .storage.django.rows import events_after
 
 MAX_PAGE = 200  # runs or events per page, at most
 
+__all__ = ["MAX_PAGE", "RunPage", "events_after", "run_detail", "run_events", "run_list"]
+
 
 @dataclass(frozen=True)
 class RunPage:

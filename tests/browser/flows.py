@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from workflows import CriticalError, event, queue, setup, workflow
+from workflows.engine.definition import OPERATOR
 
 
 def _flag(name: str) -> Path:
@@ -18,7 +19,7 @@ def _flag(name: str) -> Path:
 
 async def approval_run(ctx):
     async def draft(step):
-        step.state["stage"] = "drafted"
+        step.state.update(stage="drafted", title=f"Post {ctx.key[0]}")
         step.broadcast("progress", {"stage": "drafted"})
         return {"title": f"Post {ctx.key[0]}", "words": 412}
 
@@ -94,8 +95,9 @@ async def showcase_run(ctx):
 registry = setup(
     use={
         "approval": workflow(
-            approval_run, state=lambda: {"stage": "queued"}, queues={"approve": queue()},
-            events={"progress": event()}, version="2026.1",
+            approval_run, state=lambda: {"stage": "queued", "title": None},
+            queues={"approve": queue(choices={"Approve": {"by": OPERATOR}})},
+            events={"progress": event()}, version="2026.1", labels=("title", "stage"),
         ),
         "payment": workflow(payment_run, events={"progress": event()}, version="2026.1"),
         "aiJob": workflow(

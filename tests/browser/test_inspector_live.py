@@ -4,6 +4,7 @@ test sends, a step fails while a flag file exists, and every check waits on a co
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -114,6 +115,34 @@ def test_send_an_approval_from_the_admin(page, processes):
     assert Run.objects.get(id=handle.run_id).result["approved_by"] == "ops lead"
 
 
+def test_decide_from_the_dashboard_with_a_declared_choice(page, processes):
+    """The `approval` workflow declares an Approve choice on its `approve` queue and labels: the
+    dashboard lists the waiting run by its title, and the button opens the audited send prefilled
+    with the operator's name."""
+    handle = flows.registry.client("approval").get_or_create(["decide-1"])
+    processes.runner()
+    wait_for(lambda: status(handle.run_id) == "waiting", 30, "the run to wait for approval")
+    page.goto("/dashboard/")
+    row = page.locator(f'tr[data-decision="{handle.run_id}"]')
+    expect(row.locator("[data-label-title]")).to_have_text("Post decide-1")
+    expect(row.locator('[data-label="stage"]')).to_contain_text("drafted")
+    expect(row.locator("a[data-choice]")).to_have_count(1)
+    row.locator('a[data-choice="Approve"]').click()
+    expect(page.locator("[data-prefilled-choice]")).to_contain_text("Approve")
+    assert json.loads(page.input_value("textarea[name=body]")) == {"by": "operator"}
+    page.fill("textarea[name=why]", "draft reads well")
+    page.click("button[data-confirm=preview]")
+    expect(page.locator("[data-changes]")).to_contain_text("woken: its open wait takes this message")
+    page.click("button[data-confirm=send]")
+    expect_status(page, "completed")
+    assert Run.objects.get(id=handle.run_id).result["approved_by"] == "operator"
+    audit = AuditEntry.objects.get(run_id=handle.run_id)
+    assert (audit.action, audit.actor, audit.reason) == ("send", "operator", "draft reads well")
+    page.goto("/dashboard/")
+    expect(page.locator(f'tr[data-run="{handle.run_id}"] .wf-badge')).to_have_text("completed")
+    expect(page.locator(f'tr[data-decision="{handle.run_id}"]')).to_have_count(0)
+
+
 def test_dashboard_lists_runs_live_and_screenshots(page, processes, tmp_path):
     """With UPDATE_SCREENSHOTS=1 it also refreshes docs/inspector.png and docs/dashboard.png."""
     shots = screenshot_dir(tmp_path)
@@ -138,6 +167,9 @@ def test_dashboard_lists_runs_live_and_screenshots(page, processes, tmp_path):
     wait_for(lambda: status(showcase.run_id) == "completed", 30, "the showcase to complete")
     expect(page.locator(f'tr[data-run="{showcase.run_id}"] .wf-badge')).to_have_text("completed")
     expect(page.locator(f'tr[data-run="{failed.run_id}"] .wf-badge')).to_have_text("failed")
+    approved = flows.registry.client("approval").get(["job-2042"]).run_id
+    # Rows added live carry the labels the workflow declares, as the server-rendered ones do.
+    expect(page.locator(f'tr[data-run="{approved}"] [data-label-title]')).to_have_text("Post job-2042")
     expect(page.locator("[data-step-stats]")).to_contain_text("extract")
     page.screenshot(path=str(shots / "dashboard.png"), full_page=True, animations="disabled")
 

@@ -1,9 +1,11 @@
 """Workflows the inspector tests drive in-process. FAIL names the steps that fail for now (the
-"bug"); a test removes a name to "fix" it."""
+"bug"); a test removes a name to "fix" it. `approval` and `flaky` declare nothing for the
+inspector; `expense` declares labels and a decision queue."""
 
 from __future__ import annotations
 
 from workflows import CriticalError, event, queue, setup, workflow
+from workflows.engine.definition import OPERATOR
 
 FAIL: set[str] = set()
 
@@ -36,6 +38,28 @@ async def flaky_run(ctx):
     return await ctx.step("call", call, max_retries=3, retry_backoff_base=30.0, retry_backoff_max=60.0)
 
 
+async def expense_run(ctx):
+    claim = (await ctx.queue.next("wait-claim", names=["claim"])).body
+
+    async def file(step):
+        step.state.update(claimant=claim["claimant"], amount=claim["amount"], phase="in review")
+        step.state["card_token"] = claim.get("card_token")
+
+    await ctx.step("file", file)
+    verdict = await ctx.queue.next("wait-verdict", names=["verdict"])
+
+    async def settle(step):
+        step.state["phase"] = "paid" if verdict.body["pay"] else "refused"
+        return verdict.body
+
+    return await ctx.step("settle", settle)
+
+
+EXPENSE_CHOICES = {
+    "Pay": {"pay": True, "approver": OPERATOR},
+    "Refuse": {"pay": False, "approver": OPERATOR, "reason": ""},
+}
+
 registry = setup(
     use={
         "approval": workflow(
@@ -46,5 +70,12 @@ registry = setup(
             version="v1",
         ),
         "flaky": workflow(flaky_run, version="v1"),
+        "expense": workflow(
+            expense_run,
+            state=lambda: {"claimant": None, "amount": None, "phase": "new", "card_token": None},
+            queues={"claim": queue(), "verdict": queue(choices=EXPENSE_CHOICES), "note": queue()},
+            labels=("claimant", "phase", "amount", "card_token"),
+            version="v1",
+        ),
     }
 )

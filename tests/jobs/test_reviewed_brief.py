@@ -94,16 +94,20 @@ def run_entries(handle):
 
 
 def test_review__the_dashboard_offers_approve_and_reject_through_the_audited_send(demo, admin_client):
+    """The buttons and the labels come from what reviewedBrief declares: its `approval` queue's
+    choices and `labels=("title", "stage")`."""
     import html
     import re
 
     handle = start()
     run_until_idle(registry, advance=False)
-    other = registry.client("aiJob").get_or_create(["not-awaiting"])  # no approval queue: not listed
+    other = registry.client("aiJob").get_or_create(["not-awaiting"])  # no decision queue: not listed
 
     page = admin_client.get("/dashboard/").content.decode()
     row = re.search(rf'<tr data-decision="{handle.run_id}">.*?</tr>', page, re.S)
-    assert row and "Discovery call" in row.group(0) and "awaiting_approval" in row.group(0)
+    assert row and "<strong data-label-title>Discovery call</strong>" in row.group(0)
+    assert re.search(r'data-label="stage">.*?awaiting_approval', row.group(0))
+    assert re.findall(r'data-queue="approval" data-choice="(\w+)"', row.group(0)) == ["Approve", "Reject"]
     assert other.run_id not in re.search(r'id="wf-decisions".*?</table>', page, re.S).group(0)
     approve = html.unescape(re.search(r'href="([^"]+)">Approve', row.group(0)).group(1))
 

@@ -120,7 +120,9 @@ class History:
         cursor = self._cursors.get(scope)
         position = cursor.next_position if cursor else 0
         recorded = self._recorded.get(scope)
-        return bool(recorded) and max(recorded) >= position
+        if not recorded:
+            return False
+        return max(recorded) >= position
 
     def peek(self, scope: str) -> EntryRecord | None:
         """The recorded entry at the scope's next position, without taking it."""

@@ -155,7 +155,9 @@ class CommitPipeline:
 def record_of(write: EntryWrite, entry_id: int | None) -> EntryRecord:
     """The record a write leaves, as a later replay of the scope reads it."""
     return EntryRecord(
-        id=entry_id,
+        # None for a write still pending: the history holds it so until its commit re-records it with
+        # the stored id (EntryRecord.id stays `int` for what stores return).
+        id=entry_id,  # type: ignore[arg-type]
         scope=write.scope,
         position=write.position,
         name=write.name,

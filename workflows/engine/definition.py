@@ -7,25 +7,83 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.clock import Clock
-from ..core.exceptions import InvalidMessage, UnknownAction, UnknownEvent, UnknownQueue, UnknownWorkflow
+from ..core.exceptions import (
+    InvalidMessage,
+    NotRecordable,
+    UnknownAction,
+    UnknownEvent,
+    UnknownQueue,
+    UnknownWorkflow,
+)
 from ..core.jsonvalue import normalize
 from ..storage.base import Store
 from .client import WorkflowClient
 
+OPERATOR = "$operator"
+"""In a choice's body template, a string value equal to this (at any depth) stands for the user
+name of the operator who picks the choice: who decided is recorded in the message itself."""
+
 
 @dataclass(frozen=True)
 class QueueSpec:
-    """A named inbox of a workflow; `schema` (a pydantic model) validates message bodies."""
+    """A named inbox of a workflow; `schema` (a pydantic model) validates message bodies.
+
+    `choices` (button label -> message body template) makes it a decision queue: the operator
+    dashboard lists runs waiting on it with one button per choice, each opening the audited send
+    confirmation prefilled with `choice_body(label, operator=...)`. A template is only a prefill:
+    the operator can edit it, and the schema validates what is sent.
+    """
 
     schema: Any = None
+    choices: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "choices", _checked_choices(self.choices))
 
     def validate(self, target: str, body: Any) -> Any:
         return _validate(self.schema, target, body)
+
+    def choice_body(self, label: str, *, operator: str) -> Any:
+        """The body choice `label` prefills: its template with each `OPERATOR` value replaced by
+        `operator`. KeyError when `label` is not one of the choices."""
+        return _fill_operator(self.choices[label], operator)
+
+
+def _checked_choices(choices: Any) -> dict[str, Any]:
+    """Refuse a malformed `choices` when the workflow is defined, not when an operator clicks."""
+    if choices is None:
+        return {}
+    if not isinstance(choices, Mapping):
+        raise TypeError(
+            "queue choices must map a button label to a message body template, "
+            f"e.g. {{'Approve': {{'decision': 'approve'}}}}; got {type(choices).__name__}"
+        )
+    checked = {}
+    for label, body in choices.items():
+        if not isinstance(label, str):
+            raise TypeError(f"a queue choice's label must be a string, not {type(label).__name__}: {label!r}")
+        if not label.strip():
+            raise ValueError("a queue choice's label must not be empty")
+        try:
+            checked[label] = normalize(body, f"the body of choice {label!r}")
+        except NotRecordable as exc:
+            raise TypeError(str(exc)) from None
+    return checked
+
+
+def _fill_operator(template: Any, operator: str) -> Any:
+    if template == OPERATOR:
+        return operator
+    if isinstance(template, dict):
+        return {k: _fill_operator(v, operator) for k, v in template.items()}
+    if isinstance(template, list):
+        return [_fill_operator(v, operator) for v in template]
+    return template
 
 
 @dataclass(frozen=True)
@@ -49,8 +107,12 @@ def _validate(schema: Any, target: str, value: Any) -> Any:
     return normalize(model.model_dump(mode="json"), target)
 
 
-def queue(schema: Any = None) -> QueueSpec:
-    return QueueSpec(schema)
+def queue(schema: Any = None, *, choices: Mapping[str, Any] | None = None) -> QueueSpec:
+    """A queue; with `choices` a decision queue, e.g. `queue(Approval, choices={"Approve":
+    {"decision": "approve", "by": OPERATOR}, "Reject": {"decision": "reject", "by": OPERATOR}})`
+    (see QueueSpec). Raises TypeError/ValueError for a non-string or empty label or a non-JSON body.
+    """
+    return QueueSpec(schema, choices={} if choices is None else choices)
 
 
 def event(schema: Any = None) -> EventSpec:
@@ -68,6 +130,10 @@ class Workflow:
     actions: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     on_error: Callable[[Any, Any], Any] | None = None
     version: str = ""
+    labels: tuple[str, ...] = ()  # state keys naming a run in the inspector: title first
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", _checked_labels(self.labels))
 
     def initial_state(self) -> dict[str, Any]:
         state = self.state() if self.state else {}
@@ -94,6 +160,19 @@ class Workflow:
             raise UnknownAction(workflow_name, name) from None
 
 
+def _checked_labels(labels: Any) -> tuple[str, ...]:
+    if isinstance(labels, str) or not isinstance(labels, Sequence):
+        raise TypeError(f"labels must be a sequence of state keys, e.g. ('title', 'stage'); got {labels!r}")
+    for key in labels:
+        if not isinstance(key, str):
+            raise TypeError(f"a label must name a state key (a string), not {type(key).__name__}: {key!r}")
+        if not key:
+            raise ValueError("a label must not be an empty string")
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"labels {list(labels)} name a state key more than once")
+    return tuple(labels)
+
+
 def _code_version(fn: Callable[..., Any]) -> str:
     """A short fingerprint of the body's source: each run records the code it started on."""
     try:
@@ -116,8 +195,11 @@ def workflow(
     actions: Mapping[str, Callable[[Any], Any]] | None = None,
     on_error: Callable[[Any, Any], Any] | None = None,
     version: str | None = None,
+    labels: Sequence[str] = (),
 ) -> Workflow:
-    """Declare a workflow. `version` defaults to a fingerprint of `run`'s source."""
+    """Declare a workflow. `version` defaults to a fingerprint of `run`'s source. `labels` are the
+    state keys whose values name a run in the inspector and on the dashboard: the first is its
+    title, the others show beside it (e.g. `("title", "stage")`)."""
     if not inspect.iscoroutinefunction(run):
         raise TypeError("a workflow's run must be an `async def` function")
     if on_error is not None and _is_async(on_error):
@@ -130,6 +212,7 @@ def workflow(
         actions=dict(actions or {}),
         on_error=on_error,
         version=version or _code_version(run),
+        labels=_checked_labels(labels),
     )
 
 

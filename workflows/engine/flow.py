@@ -74,7 +74,9 @@ async def _wait_then_run(ex: Execution, scope: str, fn: Branch, suspend: Any) ->
     return await _run_branch(ex, scope, fn)
 
 
-async def _branches(ex: Execution, base_scope: str, name: str, branches: dict[str, Branch], first_wins: bool):
+async def _branches(
+    ex: Execution, base_scope: str, name: str, branches: dict[str, Branch], first_wins: bool
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], str | None]:
     """Drive branches until all settle (join) or one succeeds (race). Returns (results, errors,
     winner); raises Suspend when every unsettled branch waits."""
     if not branches:

@@ -23,7 +23,7 @@ class StepContext:
         self.initial_state: dict[str, Any] | None = None
         self.meta: dict[str, Any] = {}  # recorded with the step (e.g. {"usage": {...}} of a model call)
         self.messages: list[OutgoingMessage] = []
-        self.queue = StepQueue(self)
+        self.queue = StepQueue(execution, self.messages)
 
     @property
     def state(self) -> dict[str, Any]:
@@ -58,14 +58,15 @@ class StepContext:
 class StepQueue:
     """`step.queue.send(...)`: messages that leave with the step's result, or not at all."""
 
-    def __init__(self, step: StepContext) -> None:
-        self._step = step
+    def __init__(self, execution: Execution, messages: list[OutgoingMessage]) -> None:
+        self._ex = execution
+        self._messages = messages  # the step's: they commit with its result
 
     def send(
         self, queue: str, body: Any = None, *, workflow: str | None = None, key: list[str] | None = None
     ) -> None:
         """Send to this run's `queue`, or to the run of (`workflow`, `key`), created when missing."""
-        self._step.messages.append(self._step._ex.outgoing(queue, body, workflow, key))
+        self._messages.append(self._ex.outgoing(queue, body, workflow, key))
 
 
 class ErrorContext:

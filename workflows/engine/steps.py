@@ -71,7 +71,8 @@ async def step(
     started = ex.clock.now()
     first_started = decision.started_at or started
     step_ctx = StepContext(ex, name, input, attempt)
-    outcome, retry_after, failure = Outcome.OK, None, None
+    outcome, retry_after = Outcome.OK, None
+    failure: Exception | None = None
     output, meta = None, None
     marker = RunningMarker(
         ex,

@@ -12,7 +12,7 @@ import itertools
 import threading
 import uuid
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from ..core.exceptions import BadInput, LeaseLost, RunBusy, RunFinished, RunNotFound
 from ..core.jsonvalue import normalize
@@ -56,7 +56,9 @@ class MemoryStore(Store):
         return replace(run, state=copy.deepcopy(run.state), key=list(run.key))
 
     # --- runs ---
-    def get_or_create_run(self, *, workflow, key, version, initial_state, now):
+    def get_or_create_run(
+        self, *, workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
+    ) -> tuple[RunRecord, bool]:
         with self._lock:
             for run in self.runs.values():
                 if run.workflow == workflow and run.key == key:
@@ -74,13 +76,13 @@ class MemoryStore(Store):
             self.runs[run.id] = run
             return self._copy(run), True
 
-    def get_run(self, run_id):
+    def get_run(self, run_id: str) -> RunRecord:
         with self._lock:
             if run_id not in self.runs:
                 raise RunNotFound(f"no run with id {run_id!r}")
             return self._copy(self.runs[run_id])
 
-    def find_run(self, workflow, key):
+    def find_run(self, workflow: str, key: list[str]) -> RunRecord:
         with self._lock:
             for run in self.runs.values():
                 if run.workflow == workflow and run.key == list(key):
@@ -88,7 +90,9 @@ class MemoryStore(Store):
         raise RunNotFound(f"no {workflow} run with key {key!r}")
 
     # --- runner side ---
-    def claim(self, *, owner, workflows, limit, lease_seconds, now):
+    def claim(
+        self, *, owner: str, workflows: list[str], limit: int, lease_seconds: float, now: dt.datetime
+    ) -> list[RunRecord]:
         with self._lock:
             due = sorted(
                 (
@@ -99,9 +103,9 @@ class MemoryStore(Store):
                     and r.status in LIVE
                     and r.workflow in workflows
                 ),
-                key=lambda r: r.wake_at,
+                key=lambda r: cast(dt.datetime, r.wake_at),  # never None: filtered above
             )[:limit]
-            claimed = []
+            claimed: list[RunRecord] = []
             for run in due:
                 held = replace(
                     run,
@@ -114,7 +118,7 @@ class MemoryStore(Store):
                 self._started.add(run.id)
             return claimed
 
-    def next_wake_at(self, *, owner, workflows):
+    def next_wake_at(self, *, owner: str, workflows: list[str]) -> dt.datetime | None:
         with self._lock:
             times = [
                 r.wake_at
@@ -126,9 +130,11 @@ class MemoryStore(Store):
             ]
             return min(times) if times else None
 
-    def heartbeat(self, *, owner, run_ids, lease_seconds, now):
+    def heartbeat(
+        self, *, owner: str, run_ids: list[str], lease_seconds: float, now: dt.datetime
+    ) -> dict[str, bool]:
         with self._lock:
-            held = {}
+            held: dict[str, bool] = {}
             for run_id in run_ids:
                 run = self.runs.get(run_id)
                 if run and run.lease_owner == owner and run.status == RunStatus.RUNNING:
@@ -136,14 +142,14 @@ class MemoryStore(Store):
                     held[run_id] = run.cancel_requested
             return held
 
-    def release(self, *, owner, run_ids, now):
+    def release(self, *, owner: str, run_ids: list[str], now: dt.datetime) -> None:
         with self._lock:
             for run_id in run_ids:
                 run = self.runs.get(run_id)
                 if run and run.lease_owner == owner and run.status == RunStatus.RUNNING:
                     self.runs[run_id] = replace(run, status=RunStatus.PENDING, lease_owner="", wake_at=now)
 
-    def load_history(self, run_id):
+    def load_history(self, run_id: str) -> list[EntryRecord]:
         with self._lock:
             found = [e for rid, e in self._current() if rid == run_id]
             return sorted(found, key=lambda e: (e.scope, e.position))
@@ -151,7 +157,7 @@ class MemoryStore(Store):
     def _current(self) -> list[tuple[str, EntryRecord]]:
         return [(rid, e) for eid, (rid, e) in self.entries.items() if eid not in self.superseded_ids]
 
-    def commit(self, *, run_id, owner, commit: Commit, now):
+    def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
         with self._lock:
             run = self.runs.get(run_id)
             if run is None or run.lease_owner != owner or run.status != RunStatus.RUNNING:
@@ -181,7 +187,7 @@ class MemoryStore(Store):
             else:
                 changes["wake_at"] = t.wake_at
         self.runs[run.id] = replace(run, **changes)
-        ids = []
+        ids: list[int] = []
         for write, attempt in commit.entries:
             entry_id = write.id if write.id is not None else next(self._ids)
             record = EntryRecord(
@@ -242,6 +248,7 @@ class MemoryStore(Store):
             if run is None:
                 raise RunNotFound(f"no run with id {outgoing.run_id!r}")
         else:
+            assert outgoing.workflow is not None and outgoing.key is not None  # as the Django store
             run, _ = self.get_or_create_run(
                 workflow=outgoing.workflow, key=outgoing.key, version=outgoing.version,
                 initial_state=outgoing.initial_state or {}, now=now,
@@ -257,7 +264,7 @@ class MemoryStore(Store):
         self.messages[message.id] = message
         return message
 
-    def available_messages(self, run_id, queues, limit):
+    def available_messages(self, run_id: str, queues: list[str] | None, limit: int) -> list[MessageRecord]:
         with self._lock:
             found = [
                 m
@@ -267,18 +274,20 @@ class MemoryStore(Store):
             return found[:limit]
 
     # --- callers' side ---
-    def send(self, message, *, now, audit=None):
+    def send(
+        self, message: OutgoingMessage, *, now: dt.datetime, audit: Audit | None = None
+    ) -> MessageRecord:
         with self._lock:
             record = self._insert_message(message, now)
             if audit is not None:
                 self._audit(record.run_id, AuditAction.SEND, audit, {"queue": message.queue, "message": record.id}, now)
             return record
 
-    def get_message(self, message_id):
+    def get_message(self, message_id: int) -> MessageRecord:
         with self._lock:
             return self.messages[message_id]
 
-    def request_cancel(self, run_id, *, now):
+    def request_cancel(self, run_id: str, *, now: dt.datetime) -> RunRecord:
         with self._lock:
             run = self.runs.get(run_id)
             if run is None:
@@ -289,12 +298,14 @@ class MemoryStore(Store):
                 self.runs[run_id] = run
             return self._copy(run)
 
-    def list_events(self, run_id, *, after=0, limit=1000):
+    def list_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:
         with self._lock:
             return [e for e in self.events if e.run_id == run_id and e.id > after][:limit]
 
     # --- operators' repairs ---
-    def replay(self, run_id, entry_id, *, audit, now, input=NOT_EDITED):
+    def replay(
+        self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime, input: Any = NOT_EDITED
+    ) -> RunRecord:
         with self._lock:
             run = self._run(run_id)
             if run.status == RunStatus.RUNNING:
@@ -327,7 +338,7 @@ class MemoryStore(Store):
             self._audit(run_id, AuditAction.REPLAY, audit, details, now)
             return self._copy(self.runs[run_id])
 
-    def retry_now(self, run_id, entry_id, *, audit, now):
+    def retry_now(self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime) -> RunRecord:
         with self._lock:
             run = self._run(run_id)
             entry = self._current_entry(run_id, entry_id)
@@ -339,7 +350,7 @@ class MemoryStore(Store):
             self._audit(run_id, AuditAction.RETRY_NOW, audit, {"entry": entry.id, "step": entry.name}, now)
             return self._copy(self.runs[run_id])
 
-    def cancel(self, run_id, *, audit, now):
+    def cancel(self, run_id: str, *, audit: Audit, now: dt.datetime) -> RunRecord:
         with self._lock:
             run = self._run(run_id)
             if run.status in TERMINAL:
@@ -348,11 +359,11 @@ class MemoryStore(Store):
             self._audit(run_id, AuditAction.CANCEL, audit, {}, now)
             return run
 
-    def audit_log(self, run_id):
+    def audit_log(self, run_id: str) -> list[AuditRecord]:
         with self._lock:
             return [a for a in reversed(self.audits) if a.run_id == run_id]
 
-    def superseded(self, run_id):
+    def superseded(self, run_id: str) -> list[EntryRecord]:
         with self._lock:
             found = [e for eid, (rid, e) in self.entries.items() if rid == run_id and eid in self.superseded_ids]
             return sorted(found, key=lambda e: e.id)

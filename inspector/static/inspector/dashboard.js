@@ -32,6 +32,32 @@
     return span;
   }
 
+  // The labels the run's workflow declares: the title, then the others as chips (_labels.html).
+  function labels(run) {
+    const span = document.createElement("span");
+    const given = run.labels || {};
+    if (!given.title && !(given.details || []).length) return span;
+    span.className = "wf-labels";
+    span.dataset.runLabels = "";
+    if (given.title) {
+      const title = document.createElement("strong");
+      title.dataset.labelTitle = "";
+      title.textContent = given.title;
+      span.appendChild(title);
+    }
+    (given.details || []).forEach(function (d) {
+      const chip = document.createElement("span");
+      chip.className = "wf-chip";
+      chip.dataset.label = d.key;
+      const key = document.createElement("span");
+      key.className = "wf-muted";
+      key.textContent = d.key;
+      chip.append(key, " " + d.text);
+      span.append(" ", chip);
+    });
+    return span;
+  }
+
   function render(run) {
     const row = document.createElement("tr");
     row.dataset.run = run.id;
@@ -43,6 +69,7 @@
     cell(row, link);
     cell(row, run.workflow);
     cell(row, (run.key || []).join(" / "), "wf-mono");
+    cell(row, labels(run));
     cell(row, badge(run.status));
     cell(row, run.current_step || "—");
     cell(row, run.attempts);

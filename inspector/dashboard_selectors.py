@@ -1,0 +1,210 @@
+"""The operator dashboard's reads: the last hour's figures (status counts, throughput, failure
+rate, step durations) and the runs awaiting an operator's decision on a queue their workflow
+declares with `choices`. The runs list itself comes from `selectors` (the consumers share it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from workflows import Workflow
+from workflows.core.records import EntryStatus, RunStatus
+from workflows.models import Entry, Run
+
+from . import declarations
+from .declarations import RunLabels
+from .timeline import format_duration
+
+STATS_WINDOW = dt.timedelta(hours=1)
+STATS_ROW_CAP = 20_000  # rows read for the percentiles of one window
+DECISION_SCAN = 500  # open queue waits looked at, newest first
+
+
+# --- the last hour's figures ------------------------------------------------------------------
+
+
+@dataclass
+class StepStat:
+    workflow: str
+    name: str
+    count: int
+    p50: str
+    p95: str
+    retried: int
+
+
+@dataclass
+class DashboardStats:
+    counts: dict[str, int]
+    total: int
+    started_last_hour: int
+    finished_last_hour: int
+    completed_last_hour: int
+    failed_last_hour: int
+    cancelled_last_hour: int
+    failure_rate: float | None  # failed / (completed + failed), last hour
+    throughput_per_minute: float
+    buckets: list[dict[str, Any]]  # per 5 minutes of the last hour: completed, failed
+    step_stats: list[StepStat]
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    """Nearest-rank percentile of already sorted values (p in 0..100)."""
+    if not sorted_values:
+        raise ValueError("no values")
+    rank = max(1, min(len(sorted_values), -(-len(sorted_values) * p // 100)))
+    return sorted_values[int(rank) - 1]
+
+
+def dashboard_stats(now: dt.datetime | None = None) -> DashboardStats:
+    now = now or timezone.now()
+    since = now - STATS_WINDOW
+    counts = {status: 0 for status in RunStatus}
+    for row in Run.objects.order_by().values("status").annotate(n=Count("id")):
+        counts[row["status"]] = row["n"]
+
+    finished = list(
+        Run.objects.filter(finished_at__gte=since, finished_at__lte=now)
+        .order_by()
+        .values_list("status", "finished_at")[:STATS_ROW_CAP]
+    )
+    by_status: dict[str, int] = defaultdict(int)
+    bucket_count = 12
+    buckets = [{"completed": 0, "failed": 0, "cancelled": 0} for _ in range(bucket_count)]
+    for status, finished_at in finished:
+        by_status[status] += 1
+        index = int((finished_at - since).total_seconds() // (STATS_WINDOW.total_seconds() / bucket_count))
+        if 0 <= index < bucket_count and status in buckets[index]:
+            buckets[index][status] += 1
+    peak = max([b["completed"] + b["failed"] + b["cancelled"] for b in buckets] + [1])
+    for i, b in enumerate(buckets):
+        b["height"] = round((b["completed"] + b["failed"] + b["cancelled"]) / peak * 100, 1)
+        b["failed_height"] = round(b["failed"] / peak * 100, 1)
+        b["label"] = (since + i * STATS_WINDOW / bucket_count).strftime("%H:%M")
+    completed, failed = by_status[RunStatus.COMPLETED], by_status[RunStatus.FAILED]
+
+    durations: dict[tuple[str, str], list[float]] = defaultdict(list)
+    retried: dict[tuple[str, str], int] = defaultdict(int)
+    rows = (
+        Entry.objects.filter(
+            kind=Entry.Kind.STEP,
+            status=Entry.Status.COMPLETED,
+            superseded=False,
+            finished_at__gte=since,
+            finished_at__lte=now,
+            started_at__isnull=False,
+        )
+        .order_by()
+        .values_list("run__workflow", "name", "started_at", "finished_at", "attempts")[:STATS_ROW_CAP]
+    )
+    for workflow, name, started, ended, attempts in rows:
+        durations[(workflow, name)].append((ended - started).total_seconds())
+        if attempts > 1:
+            retried[(workflow, name)] += 1
+    step_stats = []
+    for (workflow, name), values in sorted(durations.items()):
+        values.sort()
+        step_stats.append(
+            StepStat(
+                workflow=workflow,
+                name=name,
+                count=len(values),
+                p50=format_duration(percentile(values, 50)),
+                p95=format_duration(percentile(values, 95)),
+                retried=retried[(workflow, name)],
+            )
+        )
+    return DashboardStats(
+        counts=counts,
+        total=sum(counts.values()),
+        started_last_hour=Run.objects.filter(created_at__gte=since).count(),
+        finished_last_hour=len(finished),
+        completed_last_hour=completed,
+        failed_last_hour=failed,
+        cancelled_last_hour=by_status[RunStatus.CANCELLED],
+        failure_rate=(failed / (completed + failed)) if completed + failed else None,
+        throughput_per_minute=len(finished) / (STATS_WINDOW.total_seconds() / 60),
+        buckets=buckets,
+        step_stats=step_stats,
+    )
+
+
+# --- decisions waiting on an operator ---------------------------------------------------------
+
+
+@dataclass
+class DecisionQueue:
+    queue: str
+    choices: list[str]  # the declared choices' labels, in order
+
+
+@dataclass
+class Decision:
+    """A run waiting on one or more of its workflow's decision queues."""
+
+    run_id: str
+    workflow: str
+    key: list[Any]
+    wait: str  # the open wait's name
+    since: dt.datetime
+    labels: RunLabels
+    queues: list[DecisionQueue]
+
+
+def awaiting_decision(limit: int = 20) -> list[Decision]:
+    """Runs waiting right now on a decision queue (`queue(..., choices=...)`) of the definition
+    they run, oldest wait first. Only the (workflow, version) pairs that declare one are read; the
+    queues a wait listens to live in its JSON input, so they are matched here rather than with a
+    JSON lookup SQLite lacks. A workflow no registry of this server names declares nothing."""
+    pairs = Run.objects.filter(status=RunStatus.WAITING).order_by().values_list("workflow", "version")
+    declared: dict[tuple[str, str], tuple[Workflow | None, dict[str, list[str]]]] = {}
+    for workflow, version in pairs.distinct():
+        definition = declarations.definition(workflow, version)
+        queues = declarations.decision_queues(definition)
+        if queues:
+            declared[(workflow, version)] = (definition, queues)
+    if not declared:
+        return []
+    of_declared = Q()
+    for workflow, version in declared:
+        of_declared |= Q(run__workflow=workflow, run__version=version)
+    waits = (
+        Entry.objects.filter(
+            of_declared,
+            kind=Entry.Kind.QUEUE,
+            status=EntryStatus.WAITING,
+            superseded=False,
+            run__status=RunStatus.WAITING,
+        )
+        .select_related("run")
+        .order_by("-started_at")[:DECISION_SCAN]
+    )
+    found: dict[str, Decision] = {}
+    for wait in waits:
+        definition, queues = declared[(wait.run.workflow, wait.run.version)]
+        listens = (wait.input or {}).get("queues") or []  # none named: every queue
+        open_queues = [q for q in queues if not listens or q in listens]
+        if not open_queues:
+            continue
+        decision = found.get(str(wait.run_id))
+        if decision is None:  # a run whose join branches wait apart: one row, every queue
+            decision = found[str(wait.run_id)] = Decision(
+                run_id=str(wait.run_id),
+                workflow=wait.run.workflow,
+                key=wait.run.key,
+                wait=wait.name,
+                since=wait.started_at or wait.run.created_at,
+                labels=declarations.labels_of(definition, wait.run.state),
+                queues=[],
+            )
+        elif wait.started_at and wait.started_at < decision.since:
+            decision.wait, decision.since = wait.name, wait.started_at
+        seen = {dq.queue for dq in decision.queues}
+        decision.queues += [DecisionQueue(q, queues[q]) for q in open_queues if q not in seen]
+    return sorted(found.values(), key=lambda d: d.since)[:limit]

@@ -1,0 +1,88 @@
+"""What a workflow declares for the inspector, read through the configured registry: the state keys
+that label its runs (`workflow(..., labels=...)`) and its decision queues (`queue(...,
+choices=...)`). The inspector knows workflows only through these: a run whose workflow is not in
+this server's registries shows without labels and without decision buttons.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from workflows import Workflow, conf
+from workflows.core.exceptions import WorkflowError
+
+from .masking import mask
+
+LABEL_CHARS = 120  # a label is a glance, not the value: longer text is cut
+
+
+@dataclass(frozen=True)
+class Label:
+    key: str  # the state key
+    text: str  # its value as shown, masked
+
+
+@dataclass(frozen=True)
+class RunLabels:
+    """A run's name in the inspector: `title` (the first label's value) and the others beside it."""
+
+    title: str | None = None
+    details: tuple[Label, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.title is not None or bool(self.details)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"title": self.title, "details": [{"key": d.key, "text": d.text} for d in self.details]}
+
+
+NO_LABELS = RunLabels()
+
+
+def definition(workflow: str, version: str) -> Workflow | None:
+    """The definition a run of `workflow` at `version` executes, or None when no registry of this
+    server names it (the page still shows the run, undecorated)."""
+    try:
+        return conf.registry().for_run(workflow, version)
+    except WorkflowError:
+        return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
+def labels_of(definition: Workflow | None, state: Any) -> RunLabels:
+    """The declared labels' values in `state`, masked like everything a run recorded; a key the
+    state lacks (or holds null) is left out."""
+    if definition is None or not definition.labels or not isinstance(state, dict):
+        return NO_LABELS
+    shown = mask({key: state.get(key) for key in definition.labels})
+    first, *others = definition.labels
+    details = tuple(Label(key, text) for key in others if (text := _text(shown[key])) is not None)
+    return RunLabels(title=_text(shown[first]), details=details)
+
+
+def run_labels(run: Any) -> RunLabels:
+    """`labels_of` for a Run row."""
+    return labels_of(definition(run.workflow, run.version), run.state)
+
+
+def decision_queues(definition: Workflow | None) -> dict[str, list[str]]:
+    """Queue name -> its choices' labels, for each decision queue the definition declares."""
+    if definition is None:
+        return {}
+    return {name: list(spec.choices) for name, spec in definition.queues.items() if spec.choices}
+
+
+def choice_body(definition: Workflow | None, queue: str, choice: str, operator: str) -> Any:
+    """The body the choice prefills for `operator`; LookupError when it is not declared."""
+    spec = definition.queues.get(queue) if definition is not None else None
+    if spec is None or choice not in spec.choices:
+        raise LookupError(f"“{choice}” is not a declared choice of the queue “{queue}”")
+    return spec.choice_body(choice, operator=operator)
