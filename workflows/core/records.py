@@ -16,13 +16,9 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
 
-    @property
-    def terminal(self) -> bool:
-        return self in TERMINAL
 
-
-TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
-LIVE = (RunStatus.PENDING, RunStatus.WAITING, RunStatus.RUNNING)
+TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})  # until a replay
+LIVE = (RunStatus.PENDING, RunStatus.WAITING, RunStatus.RUNNING)  # a runner may still pick it up
 
 
 class EntryStatus(StrEnum):
@@ -31,9 +27,6 @@ class EntryStatus(StrEnum):
     RETRYING = "retrying"  # a failed attempt; the next one is due at wake_at
     WAITING = "waiting"  # a sleep or queue wait not yet satisfied
     RUNNING = "running"  # a slow step's attempt in progress (or cut short by a crash)
-
-
-SETTLED = frozenset({EntryStatus.COMPLETED, EntryStatus.FAILED})
 
 
 class EntryKind(StrEnum):

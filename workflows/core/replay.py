@@ -37,7 +37,7 @@ class Action(StrEnum):
     RUN = "run"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made once per entry on the hot path, and frozen init is slow
 class Decision:
     action: Action
     scope: str

@@ -149,8 +149,7 @@ class QueueContext:
         completable: bool = False,
     ) -> Message | None:
         messages = await waits.queue_wait(
-            self._ex,
-            self._scope, name, names, count=1, timeout=timeout, completable=completable
+            self._ex, self._scope, name, names, count=1, timeout=timeout, completable=completable
         )
         return messages[0] if messages else None
 
@@ -165,6 +164,5 @@ class QueueContext:
         if count < 1:
             raise ValueError("count must be >= 1")
         return await waits.queue_wait(
-            self._ex,
-            self._scope, name, names, count=count, timeout=timeout, completable=completable
+            self._ex, self._scope, name, names, count=count, timeout=timeout, completable=completable
         )

@@ -34,7 +34,9 @@ def configure(
 
 def default_store() -> Store:
     if _store is None:
-        raise RuntimeError("no default store is configured: pass store=..., or add 'workflows' to INSTALLED_APPS")
+        raise RuntimeError(
+            "no default store is configured: pass store=..., or add 'workflows' to INSTALLED_APPS"
+        )
     return _store()
 
 

@@ -15,7 +15,7 @@ import copy
 import datetime as dt
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,9 @@ LEAF_KINDS = (EntryKind.STEP, EntryKind.SLEEP, EntryKind.QUEUE)  # entries that 
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Ended:
+    """How an execution ended (not how one attempt of a step did: that is core.records.Outcome)."""
+
     status: str  # completed | failed | waiting | cancelled | released | lost
     wake_at: dt.datetime | None = None
 
@@ -102,7 +104,7 @@ class Execution:
 
     # --- the whole execution ---------------------------------------------------------------------
 
-    async def execute(self) -> Outcome:
+    async def execute(self) -> Ended:
         self.pipeline  # noqa: B018 - made here, on the loop's thread, before a step thread needs it
         try:
             try:
@@ -126,7 +128,7 @@ class Execution:
         except Interrupted:
             return await self._end(Transition(status=RunStatus.PENDING, wake_at=self.clock.now()), "released")
         except Aborted:
-            return Outcome("lost")
+            return Ended("lost")
         except Cancelled:  # raised again while compensating: already compensating, just end
             return await self._end(Transition(status=RunStatus.CANCELLED), "cancelled")
         return await self._end(Transition(status=RunStatus.COMPLETED, result=result), "completed")
@@ -154,14 +156,14 @@ class Execution:
                 failures.append({"step": name, "kind": exc.kind, "message": exc.error.get("message")})
         self._rollback_failures = failures
 
-    async def _end(self, transition: Transition, status: str, wake_at: dt.datetime | None = None) -> Outcome:
+    async def _end(self, transition: Transition, status: str, wake_at: dt.datetime | None = None) -> Ended:
         try:
             await self.commit(Commit(transition=transition))
         except Aborted:
-            return Outcome("lost")
-        return Outcome(status, wake_at)
+            return Ended("lost")
+        return Ended(status, wake_at)
 
-    async def _fail(self, exc: BaseException) -> Outcome:
+    async def _fail(self, exc: BaseException) -> Ended:
         error = error_info(exc)
         if self._rollbacks:
             error["rollback"] = {"ran": len(self._rollbacks), "failed": self._rollback_failures}
@@ -178,8 +180,8 @@ class Execution:
         try:
             await self.commit(commit)
         except Aborted:
-            return Outcome("lost")
-        return Outcome("failed")
+            return Ended("lost")
+        return Ended("failed")
 
     # --- the interface of the primitives ----------------------------------------------------------
 
@@ -230,18 +232,19 @@ class Execution:
         if self.fatal is not None:
             raise self.fatal
 
-    async def commit(self, commit: Commit) -> CommitResult:
-        """Write `commit` with the body's pending writes, in one transaction (Aborted: lease lost)."""
+    def commit(self, commit: Commit) -> Awaitable[CommitResult]:
+        """Write `commit` with the body's pending writes, in one transaction (Aborted: lease lost).
+        Returns the pipeline's awaitable itself: no extra coroutine on the hot path."""
         if self.dry_run:
             raise self._frontier("a new record")
-        return await self.pipeline.commit(commit)
+        return self.pipeline.commit(commit)
 
     def add_pending(self, write: EntryWrite) -> None:
         """An entry (a marker, a wait) written with the next commit."""
         self.pipeline.add_pending(write)
 
-    async def drain_live_events(self) -> None:
-        await self.pipeline.drain_live_events()
+    def drain_live_events(self) -> Awaitable[None]:
+        return self.pipeline.drain_live_events()
 
     def add_rollback(self, name: str, fn: Callable[..., Any], output: Any) -> None:
         """A completed step's compensation, run if the run fails for good."""

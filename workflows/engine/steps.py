@@ -141,7 +141,9 @@ async def _record_success(
 ) -> None:
     """The step's result, its state changes, its messages and its attempt: one commit."""
     entry.output = output
-    attempt = AttemptWrite(number=entry.attempts, started_at=started, finished_at=finished, outcome=Outcome.OK)
+    attempt = AttemptWrite(
+        number=entry.attempts, started_at=started, finished_at=finished, outcome=Outcome.OK
+    )
     commit = Commit(entries=[(entry, attempt)], messages=step_ctx.messages)
     previous = None
     if step_ctx.state_touched:

@@ -87,7 +87,9 @@ class Store(ABC):
 
     # --- callers' side ---
     @abstractmethod
-    def send(self, message: OutgoingMessage, *, now: dt.datetime, audit: Audit | None = None) -> MessageRecord:
+    def send(
+        self, message: OutgoingMessage, *, now: dt.datetime, audit: Audit | None = None
+    ) -> MessageRecord:
         """Store a message and wake its run; stored before this returns. With `audit`, an
         operator's send (e.g. an approval), written to the audit log in the same transaction."""
 

@@ -280,7 +280,13 @@ class MemoryStore(Store):
         with self._lock:
             record = self._insert_message(message, now)
             if audit is not None:
-                self._audit(record.run_id, AuditAction.SEND, audit, {"queue": message.queue, "message": record.id}, now)
+                self._audit(
+                    record.run_id,
+                    AuditAction.SEND,
+                    audit,
+                    {"queue": message.queue, "message": record.id},
+                    now,
+                )
             return record
 
     def get_message(self, message_id: int) -> MessageRecord:
@@ -365,7 +371,9 @@ class MemoryStore(Store):
 
     def superseded(self, run_id: str) -> list[EntryRecord]:
         with self._lock:
-            found = [e for eid, (rid, e) in self.entries.items() if rid == run_id and eid in self.superseded_ids]
+            found = [
+                e for eid, (rid, e) in self.entries.items() if rid == run_id and eid in self.superseded_ids
+            ]
             return sorted(found, key=lambda e: e.id)
 
     def _run(self, run_id: str) -> RunRecord:
@@ -379,7 +387,9 @@ class MemoryStore(Store):
             return None
         return found[1]
 
-    def _audit(self, run_id: str, action: str, audit: Audit, details: dict[str, Any], now: dt.datetime) -> None:
+    def _audit(
+        self, run_id: str, action: str, audit: Audit, details: dict[str, Any], now: dt.datetime
+    ) -> None:
         self.audits.append(
             AuditRecord(run_id=run_id, action=action, actor=audit.actor, reason=audit.reason, details=details,
                         created_at=now)

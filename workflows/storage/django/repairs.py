@@ -111,7 +111,9 @@ class DjangoRepairs:
         return record
 
     def audit_log(self, run_id: str) -> list[AuditRecord]:
-        return [audit_record(a) for a in AuditEntry.objects.filter(run_id=run_id).order_by("-created_at", "-id")]
+        return [
+            audit_record(a) for a in AuditEntry.objects.filter(run_id=run_id).order_by("-created_at", "-id")
+        ]
 
     def superseded(self, run_id: str) -> list[EntryRecord]:
         rows = Entry.objects.filter(run_id=run_id, superseded=True).order_by("id")

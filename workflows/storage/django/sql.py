@@ -8,6 +8,7 @@ its parameters no column to take a type from; SQLite needs no casts.
 from __future__ import annotations
 
 import datetime as dt
+from functools import cache
 from typing import Any
 
 from django.db import connection
@@ -41,8 +42,8 @@ def marks(n: int) -> str:
     return ", ".join(["%s"] * n)
 
 
-def _typed(kind: str) -> str:
-    return f"%s::{kind}" if pg() else "%s"
+def _typed(kind: str, on_pg: bool) -> str:
+    return f"%s::{kind}" if on_pg else "%s"
 
 
 # --- claims and leases ---------------------------------------------------------------------------------
@@ -72,11 +73,11 @@ def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple
 # --- a commit: the fenced run update ----------------------------------------------------------------
 
 
-def fence(run_id: str, owner: str, commit: Commit) -> tuple[str, list[Any]]:
+def fence(run: Any, owner: str, commit: Commit) -> tuple[str, list[Any]]:
     """The WHERE of the run update every commit starts with: only the lease holder writes, and
-    only over entries still current (an operator's replay supersedes them)."""
+    only over entries still current (an operator's replay supersedes them). `run` is `rid(...)`."""
     where = "id = %s AND lease_owner = %s AND status = %s"
-    params: list[Any] = [rid(run_id), owner, RunStatus.RUNNING]
+    params: list[Any] = [run, owner, RunStatus.RUNNING]
     for write, _attempt in commit.entries:
         if write.id is not None:
             where += " AND EXISTS (SELECT 1 FROM workflows_entry WHERE id = %s AND superseded = %s)"
@@ -84,11 +85,11 @@ def fence(run_id: str, owner: str, commit: Commit) -> tuple[str, list[Any]]:
     return where, params
 
 
-def run_update(commit: Commit, now: dt.datetime) -> tuple[str, list[Any]]:
+def run_update(commit: Commit, now: dt.datetime, on_pg: bool) -> tuple[str, list[Any]]:
     """The SET clause of the fenced run update: timestamps, state and the transition."""
     sets, params = ["updated_at = %s"], [t(now)]
     if commit.state is not None:
-        sets.append(f"state = {_typed('jsonb')}")
+        sets.append(f"state = {_typed('jsonb', on_pg)}")
         params.append(j(commit.state))
     transition = commit.transition
     if transition is not None:
@@ -119,42 +120,58 @@ _TYPES = {
 }  # fmt: skip
 
 
-def _placeholder(column: str) -> str:
-    kind = _TYPES.get(column)
-    return _typed(kind) if kind else "%s"
+def _placeholders(columns: tuple[str, ...], on_pg: bool) -> list[str]:
+    return [_typed(_TYPES[c], on_pg) if c in _TYPES else "%s" for c in columns]
 
 
-def insert_entry(run_id: str, write: EntryWrite, after: str = "") -> tuple[str, list[Any]]:
-    """A new entry; `after` names a CTE the row hangs off (the one-statement commit's run update),
-    so a fence that matched nothing inserts nothing."""
-    values = ", ".join(_placeholder(c) for c in ENTRY_COLUMNS)
-    source = f" FROM {after}" if after else ""
-    sql = f"INSERT INTO workflows_entry ({', '.join(ENTRY_COLUMNS)}) SELECT {values}{source} RETURNING id"
-    params = [rid(run_id), write.scope, write.position, write.name, write.kind, write.status, j(write.input),
+@cache
+def _insert_entry_sql(on_pg: bool, after: str) -> str:
+    values = ", ".join(_placeholders(ENTRY_COLUMNS, on_pg))
+    rows = f"SELECT {values} FROM {after}" if after else f"VALUES ({values})"
+    return f"INSERT INTO workflows_entry ({', '.join(ENTRY_COLUMNS)}) {rows} RETURNING id"
+
+
+@cache
+def _update_entry_sql(on_pg: bool, after: str) -> str:
+    sets = ", ".join(
+        f"{c} = {p}" for c, p in zip(ENTRY_UPDATED, _placeholders(ENTRY_UPDATED, on_pg), strict=True)
+    )
+    guard = f" AND EXISTS (SELECT 1 FROM {after})" if after else ""
+    return f"UPDATE workflows_entry SET {sets} WHERE id = %s AND superseded = %s{guard} RETURNING id"
+
+
+@cache
+def _insert_attempt_sql(on_pg: bool, entry_cte: str) -> str:
+    values = ", ".join(_placeholders(ATTEMPT_COLUMNS[1:], on_pg))
+    columns = ", ".join(ATTEMPT_COLUMNS)
+    if entry_cte:
+        return f"INSERT INTO workflows_attempt ({columns}) SELECT {entry_cte}.id, {values} FROM {entry_cte}"
+    return f"INSERT INTO workflows_attempt ({columns}) VALUES (%s, {values})"
+
+
+def insert_entry(run: Any, write: EntryWrite, on_pg: bool, after: str = "") -> tuple[str, list[Any]]:
+    """A new entry of `run` (`rid(...)`); `after` names a CTE the row hangs off (the one-statement
+    commit's run update), so a fence that matched nothing inserts nothing."""
+    params = [run, write.scope, write.position, write.name, write.kind, write.status, j(write.input),
               j(write.output), j(write.error), j(write.meta), write.attempts, t(write.started_at),
               t(write.finished_at), t(write.wake_at), False]  # fmt: skip
-    return sql, params
+    return _insert_entry_sql(on_pg, after), params
 
 
-def update_entry(write: EntryWrite, after: str = "") -> tuple[str, list[Any]]:
+def update_entry(write: EntryWrite, on_pg: bool, after: str = "") -> tuple[str, list[Any]]:
     """An entry moving on (a retry, a wait coming true); current entries only (the fence checked)."""
-    sets = ", ".join(f"{c} = {_placeholder(c)}" for c in ENTRY_UPDATED)
-    guard = f" AND EXISTS (SELECT 1 FROM {after})" if after else ""
-    sql = f"UPDATE workflows_entry SET {sets} WHERE id = %s AND superseded = %s{guard} RETURNING id"
     params = [write.status, j(write.input), j(write.output), j(write.error), j(write.meta), write.attempts,
               t(write.finished_at), t(write.wake_at), write.id, False]  # fmt: skip
-    return sql, params
+    return _update_entry_sql(on_pg, after), params
 
 
-def insert_attempt(attempt: AttemptWrite, entry: int | str) -> tuple[str, list[Any]]:
+def insert_attempt(attempt: AttemptWrite, entry: int | str, on_pg: bool) -> tuple[str, list[Any]]:
     """The attempt of an entry: `entry` is its id, or the name of the CTE that wrote it."""
-    values = ", ".join(_placeholder(c) for c in ATTEMPT_COLUMNS[1:])
     row = [attempt.number, t(attempt.started_at), t(attempt.finished_at), attempt.outcome, j(attempt.error),
            attempt.delay, t(attempt.retry_at)]  # fmt: skip
-    columns = ", ".join(ATTEMPT_COLUMNS)
     if isinstance(entry, str):
-        return f"INSERT INTO workflows_attempt ({columns}) SELECT {entry}.id, {values} FROM {entry}", row
-    return f"INSERT INTO workflows_attempt ({columns}) SELECT %s, {values}", [entry, *row]
+        return _insert_attempt_sql(on_pg, entry), row
+    return _insert_attempt_sql(on_pg, ""), [entry, *row]
 
 
 # --- a commit: events, messages, pruning --------------------------------------------------------------
@@ -183,7 +200,9 @@ INSERT_MESSAGE = (
     "INSERT INTO workflows_message (run_id, queue, body, sent_at) VALUES (%s, %s, %s, %s) RETURNING id"
 )
 _SCOPE = "run_id = %s AND (scope = %s OR substr(scope, 1, %s) = %s)"
-PRUNE_ATTEMPTS = f"DELETE FROM workflows_attempt WHERE entry_id IN (SELECT id FROM workflows_entry WHERE {_SCOPE})"
+PRUNE_ATTEMPTS = (
+    f"DELETE FROM workflows_attempt WHERE entry_id IN (SELECT id FROM workflows_entry WHERE {_SCOPE})"
+)
 PRUNE_CONSUMERS = (
     "UPDATE workflows_message SET consumed_by_id = NULL"
     f" WHERE consumed_by_id IN (SELECT id FROM workflows_entry WHERE {_SCOPE})"

@@ -186,7 +186,9 @@ class DjangoStore(DjangoRepairs, Store):
 
     # --- callers' side --------------------------------------------------------------------------
 
-    def send(self, message: OutgoingMessage, *, now: dt.datetime, audit: Audit | None = None) -> MessageRecord:
+    def send(
+        self, message: OutgoingMessage, *, now: dt.datetime, audit: Audit | None = None
+    ) -> MessageRecord:
         with transaction.atomic(), connection.cursor() as cursor:
             record = writes.insert_message(cursor, message, now)
             notify.notify(cursor)
@@ -221,7 +223,6 @@ class DjangoStore(DjangoRepairs, Store):
         """PostgreSQL: LISTEN for the NOTIFY that every send and start issues on commit.
         SQLite: PRAGMA data_version moves when another connection commits (it reads no table)."""
         await notify.watch(self.run_sync, wake)
-
 
 
 def _reconnecting(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -22,9 +22,10 @@ from .notify import notify
 
 
 def commit(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
-    if sql.pg() and _fits_one_statement(commit):
+    on_pg = sql.pg()
+    if on_pg and _fits_one_statement(commit):
         return _commit_one_statement(run_id, owner, commit, now)
-    return _commit_statements(run_id, owner, commit, now)
+    return _commit_statements(run_id, owner, commit, now, on_pg)
 
 
 def _fits_one_statement(commit: Commit) -> bool:
@@ -39,46 +40,55 @@ def _fits_one_statement(commit: Commit) -> bool:
 
 
 def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
-    sets, params = sql.run_update(commit, now)
-    where, fence_params = sql.fence(run_id, owner, commit)
+    rid = sql.rid(run_id)
+    sets, params = sql.run_update(commit, now, on_pg=True)
+    where, fence_params = sql.fence(rid, owner, commit)
     params += fence_params
     ctes = [f"r AS (UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested)"]
     entry_select = "NULL::bigint"
     if commit.entries:
         [(write, attempt)] = commit.entries
         if write.id is None:
-            statement, entry_params = sql.insert_entry(run_id, write, after="r")
+            statement, entry_params = sql.insert_entry(rid, write, on_pg=True, after="r")
         else:
-            statement, entry_params = sql.update_entry(write, after="r")
+            statement, entry_params = sql.update_entry(write, on_pg=True, after="r")
         ctes.append(f"e AS ({statement})")
         params += entry_params
         entry_select = "(SELECT id FROM e)"
         if attempt is not None:
-            statement, attempt_params = sql.insert_attempt(attempt, "e")
+            statement, attempt_params = sql.insert_attempt(attempt, "e", on_pg=True)
             ctes.append(f"a AS ({statement} RETURNING id)")
             params += attempt_params
     if commit.events:
         rows = ", ".join(["(%s, %s::jsonb)"] * len(commit.events))
         ctes.append(f"v AS ({sql.INSERT_EVENTS_AFTER.format(rows=rows, after='r')} RETURNING id)")
-        params += [sql.rid(run_id), sql.t(now)]
+        params += [rid, sql.t(now)]
         for name, payload in commit.events:
             params += [name, sql.j(payload)]
     with connection.cursor() as cursor:
-        cursor.execute(f"WITH {', '.join(ctes)} SELECT (SELECT cancel_requested FROM r), {entry_select}", params)
+        cursor.execute(
+            f"WITH {', '.join(ctes)} SELECT (SELECT cancel_requested FROM r), {entry_select}", params
+        )
         cancel_requested, entry_id = cursor.fetchone()
     if cancel_requested is None:
         raise LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
-    return CommitResult(entry_ids=[entry_id] if commit.entries else [], cancel_requested=bool(cancel_requested))
+    return CommitResult(
+        entry_ids=[entry_id] if commit.entries else [], cancel_requested=bool(cancel_requested)
+    )
 
 
-def _commit_statements(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
+def _commit_statements(
+    run_id: str, owner: str, commit: Commit, now: dt.datetime, on_pg: bool
+) -> CommitResult:
     rid = sql.rid(run_id)
     with transaction.atomic(), connection.cursor() as cursor:
         # The fence first: it also locks the run row, so a sender racing with a suspension either
         # lands before it (and is seen) or wakes it after.
-        sets, params = sql.run_update(commit, now)
-        where, fence_params = sql.fence(run_id, owner, commit)
-        cursor.execute(f"UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested", params + fence_params)
+        sets, params = sql.run_update(commit, now, on_pg)
+        where, fence_params = sql.fence(rid, owner, commit)
+        cursor.execute(
+            f"UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested", params + fence_params
+        )
         fenced = cursor.fetchone()
         if fenced is None:
             raise LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
@@ -89,13 +99,16 @@ def _commit_statements(run_id: str, owner: str, commit: Commit, now: dt.datetime
         entry_ids = []
         for write, attempt in commit.entries:
             statement, entry_params = (
-                sql.insert_entry(run_id, write) if write.id is None else sql.update_entry(write)
+                sql.insert_entry(rid, write, on_pg) if write.id is None else sql.update_entry(write, on_pg)
             )
             cursor.execute(statement, entry_params)
-            entry_id = cursor.fetchone()[0]
+            row = cursor.fetchone()
+            if row is None:  # an update of an entry an operator's replay has just superseded
+                raise LeaseLost(f"entry {write.id} of run {run_id} was replaced (an operator replayed it)")
+            entry_id = row[0]
             entry_ids.append(entry_id)
             if attempt is not None:
-                cursor.execute(*sql.insert_attempt(attempt, entry_id))
+                cursor.execute(*sql.insert_attempt(attempt, entry_id, on_pg))
             if write.consumes:
                 _consume(cursor, rid, entry_id, write.consumes, auto_completed, now)
         for scope in commit.prune:
