@@ -115,22 +115,35 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # --- Workflows ------------------------------------------------------------------
-# Dotted paths of the Registry objects the runner, API and inspector serve.
-WORKFLOWS_REGISTRIES = [
-    r.strip()
-    for r in os.environ.get("WORKFLOWS_REGISTRIES", "jobs.workflows.registry").split(",")
-    if r.strip()
-]
+# The engine's and the inspector's settings, in one dict (every key and its default: workflows/conf.py).
+# This project fills it from environment variables, named in README.md.
+_lease_seconds = float(os.environ.get("WORKFLOWS_LEASE_SECONDS", "30"))
+WORKFLOWS = {
+    # Dotted paths of the Registry objects the runner, API and inspector serve.
+    "REGISTRIES": [
+        r.strip()
+        for r in os.environ.get("WORKFLOWS_REGISTRIES", "jobs.workflows.registry").split(",")
+        if r.strip()
+    ],
+    # Seconds a run stays held after its runner's last heartbeat; another runner resumes it after that.
+    "LEASE_SECONDS": _lease_seconds,
+    "HEARTBEAT_SECONDS": float(os.environ.get("WORKFLOWS_HEARTBEAT_SECONDS", str(_lease_seconds / 3))),
+    # Async callables `hook(run_id, commit)` the runner calls after each commit. The inspector's
+    # pokes live consumers through the channel layer; without Redis a poke cannot leave the
+    # runner's process (consumers then re-read the database every 0.5 s), so none is sent.
+    "COMMIT_HOOKS": ["inspector.live.on_commit"] if REDIS_URL else [],
+}
 
-# Seconds a run stays held after its runner's last heartbeat; another runner resumes it after that.
-WORKFLOWS_LEASE_SECONDS = float(os.environ.get("WORKFLOWS_LEASE_SECONDS", "30"))
-WORKFLOWS_HEARTBEAT_SECONDS = float(
-    os.environ.get("WORKFLOWS_HEARTBEAT_SECONDS", str(WORKFLOWS_LEASE_SECONDS / 3))
-)
-# Dotted paths of async callables `hook(run_id, commit)` the runner calls after each commit. The
-# inspector's pokes live consumers through the channel layer; without Redis a poke cannot leave
-# the runner's process (consumers then re-read the database every 0.5 s), so none is sent.
-WORKFLOWS_COMMIT_HOOKS = ["inspector.live.on_commit"] if REDIS_URL else []
+# --- Django tasks (the django-tasks backport of django.tasks) ----------------------
+# Every @task enqueued is a durable run of the built-in workflow `django.task` (README: "Django
+# tasks, durably"). OPTIONS are the defaults of `@task(max_attempts=, backoff=, timeout=)`.
+TASKS = {
+    "default": {
+        "BACKEND": "workflows.tasks.DurableBackend",
+        "QUEUES": ["default"],
+        "OPTIONS": {"max_attempts": 1, "backoff": 1.0, "backoff_max": 300.0, "timeout": None},
+    }
+}
 
 # --- Example app (jobs) ---------------------------------------------------------
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")

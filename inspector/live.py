@@ -16,6 +16,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from workflows import conf
+
 logger = logging.getLogger("inspector.live")
 
 LIST_GROUP = "runs"
@@ -28,11 +30,11 @@ def run_group(run_id: str) -> str:
 
 
 def poll_seconds() -> float:
-    """How often a consumer re-reads the database (setting INSPECTOR_POLL_SECONDS overrides)."""
-    configured = getattr(settings, "INSPECTOR_POLL_SECONDS", None)
+    """How often a consumer re-reads the database (WORKFLOWS["POLL_SECONDS"] overrides)."""
+    configured = conf.get("POLL_SECONDS")
     if configured is not None:
         return float(configured)
-    backend = settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", "")
+    backend = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {}).get("BACKEND", "")
     return POLL_SECONDS_IN_MEMORY if backend.endswith("InMemoryChannelLayer") else POLL_SECONDS_SHARED
 
 
@@ -54,5 +56,5 @@ def poke(run_id: str, *, status_changed: bool = True) -> None:
 
 
 async def on_commit(run_id: str, commit: Any) -> None:
-    """The runner's commit hook (settings.WORKFLOWS_COMMIT_HOOKS): runs after the commit."""
+    """The runner's commit hook (WORKFLOWS["COMMIT_HOOKS"]): runs after the commit."""
     await apoke(run_id, status_changed=commit.transition is not None)

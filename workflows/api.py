@@ -1,7 +1,8 @@
 """The generic HTTP API for every registered workflow, mounted at /api/ (DESIGN.md §5).
 
 Each operation reads like a line of a table of contents: schema in, one client, selector or
-operation call, schema out. Domain errors become HTTP once, in config/api.py, all in one shape:
+operation call, schema out. Domain errors become HTTP once, all in one shape, on the NinjaAPI that
+mounts this router (`workflows.api_errors.install_error_handlers`, as config/api.py does):
 `{"error": {"code", "message", "detail"}}`. Every route needs `Authorization: Bearer <API key>`.
 
 Two kinds of writes: an app's (start, send, action) through the workflow client, and an

@@ -8,10 +8,12 @@ class WorkflowsConfig(AppConfig):
 
     def ready(self) -> None:
         """Hand the engine its defaults: the Django store, the registries of the settings, and
-        sync steps that close stale database connections around them."""
-        from . import conf
+        sync steps that close stale database connections around them; register the system
+        checks (workflows/checks.py)."""
+        from . import checks, conf
         from .engine import defaults
 
         defaults.configure(
             store=conf.default_store, registry=conf.registry, sync_step_runner=conf.run_sync_step
         )
+        checks.register()

@@ -1,13 +1,40 @@
-"""Settings of the engine, read when used (never at import), and what they name: the registries,
-the store, the commit hooks. `WorkflowsConfig.ready` hands these to the engine as its defaults."""
+"""Settings of the engine and the inspector, read when used (never at import), and what they
+name: the registries, the store, the commit hooks. `WorkflowsConfig.ready` hands these to the
+engine as its defaults; `workflows/checks.py` checks them (`manage.py check`).
+
+Every setting lives in one dict, `settings.WORKFLOWS`; each key is optional:
+
+    WORKFLOWS = {
+        "REGISTRIES": ["myapp.workflows.registry"],
+    }
+
+REGISTRIES (default `[]`)
+    Dotted paths of the `workflows.Registry` objects (`workflows.setup(use={...})`) that the
+    runner, the API and the inspector serve. Their workflows are merged; a name must not appear
+    in two registries.
+LEASE_SECONDS (default `30`)
+    How long a run stays held after its runner's last heartbeat; another runner resumes it once
+    the lease lapses (a killed runner's runs wait this long).
+HEARTBEAT_SECONDS (default `None`: a third of LEASE_SECONDS)
+    How often a runner extends the leases of the runs it executes; shorter than LEASE_SECONDS.
+COMMIT_HOOKS (default `[]`)
+    Dotted paths of async callables `hook(run_id, commit)` the runner awaits after each commit.
+    `"inspector.live.on_commit"` pokes the inspector's live pages through the channel layer: set
+    it with a cross-process layer (channels-redis); with the in-memory layer a poke never leaves
+    the runner's process, so it is useless there.
+POLL_SECONDS (default `None`: 0.5 with the in-memory channel layer, 2.0 with any other)
+    The inspector's: how often a live page's WebSocket consumer re-reads the database besides
+    the pokes it gets.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
@@ -17,23 +44,61 @@ if TYPE_CHECKING:
     from .core.records import Commit
     from .storage.django import DjangoStore
 
+DEFAULTS: dict[str, Any] = {
+    "REGISTRIES": [],
+    "LEASE_SECONDS": 30.0,
+    "HEARTBEAT_SECONDS": None,
+    "COMMIT_HOOKS": [],
+    "POLL_SECONDS": None,
+}
+
+
+def user_settings() -> Mapping[str, Any]:
+    """`settings.WORKFLOWS` as given (empty when unset; when not a dict, check workflows.E001)."""
+    given = getattr(settings, "WORKFLOWS", None)
+    return given if isinstance(given, Mapping) else {}
+
+
+def get(name: str) -> Any:
+    """`WORKFLOWS[name]`, or its default (a KeyError for a name that is no setting)."""
+    default = DEFAULTS[name]
+    return user_settings().get(name, default)
+
 
 def lease_seconds() -> float:
     """How long a run stays held after the runner's last heartbeat."""
-    return float(getattr(settings, "WORKFLOWS_LEASE_SECONDS", 30.0))
+    return float(get("LEASE_SECONDS"))
 
 
 def heartbeat_seconds() -> float:
-    return float(getattr(settings, "WORKFLOWS_HEARTBEAT_SECONDS", lease_seconds() / 3))
+    configured = get("HEARTBEAT_SECONDS")
+    return lease_seconds() / 3 if configured is None else float(configured)
 
 
 @cache
 def registry() -> Registry:
-    """Every workflow of every registry in WORKFLOWS_REGISTRIES, merged (names must not clash)."""
+    """Every workflow of every registry in WORKFLOWS["REGISTRIES"], merged (names must not clash),
+    and the built-in `django.task` workflow when settings.TASKS names a DurableBackend."""
     merged = Registry({})
-    for path in getattr(settings, "WORKFLOWS_REGISTRIES", []):
+    for path in get("REGISTRIES"):
         merged = merged.merged(import_string(path))
+    if getattr(settings, "TASKS", None) and "django.task" not in merged:
+        try:
+            from . import tasks  # only when asked for: it needs the django-tasks backport
+        except ImportError:  # no backport installed: no DurableBackend can be configured either
+            return merged
+        if tasks.durable_backend_configured():  # the runner serves the tasks' built-in workflow
+            merged = merged.merged(tasks.registry)
     return merged
+
+
+def _forget_registry(*, setting: str, **kwargs: Any) -> None:
+    """A test that overrides WORKFLOWS gets the registries it names (and its own afterwards)."""
+    if setting in ("WORKFLOWS", "TASKS"):
+        registry.cache_clear()
+
+
+setting_changed.connect(_forget_registry, dispatch_uid="workflows.conf.forget_registry")
 
 
 @cache
@@ -44,8 +109,8 @@ def default_store() -> DjangoStore:
 
 
 def commit_hooks() -> list[Callable[[str, Commit], Awaitable[None]]]:
-    """The async `hook(run_id, commit)` callables named by WORKFLOWS_COMMIT_HOOKS."""
-    return [import_string(path) for path in getattr(settings, "WORKFLOWS_COMMIT_HOOKS", [])]
+    """The async `hook(run_id, commit)` callables named by WORKFLOWS["COMMIT_HOOKS"]."""
+    return [import_string(path) for path in get("COMMIT_HOOKS")]
 
 
 def run_sync_step(fn: Callable[[Any], Any], step: Any) -> Any:

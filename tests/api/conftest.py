@@ -14,7 +14,7 @@ from workflows.api_auth import create_api_key
 
 @pytest.fixture(autouse=True)
 def registry(settings):
-    settings.WORKFLOWS_REGISTRIES = ["tests.api.flows.registry"]
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "REGISTRIES": ["tests.api.flows.registry"]}
     conf.registry.cache_clear()
     flows.FAILURES.clear()
     yield flows.registry

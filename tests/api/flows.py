@@ -1,4 +1,4 @@
-"""Workflows the API tests drive; settings point WORKFLOWS_REGISTRIES at `registry`."""
+"""Workflows the API tests drive; settings point WORKFLOWS["REGISTRIES"] at `registry`."""
 
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ def test_checkreplay_command__lists_diverging_runs(settings, capsys):
     client = WorkflowClient(old, "brief", store=DjangoStore())
     stale = client.get_or_create(["old-run"])
     run_until_idle(old)
-    settings.WORKFLOWS_REGISTRIES = ["tests.golden.flows.registry"]
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "REGISTRIES": ["tests.golden.flows.registry"]}
     conf.registry.cache_clear()
     try:
         with pytest.raises(CommandError):

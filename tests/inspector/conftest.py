@@ -10,7 +10,7 @@ from workflows import conf
 
 @pytest.fixture(autouse=True)
 def registry(settings):
-    settings.WORKFLOWS_REGISTRIES = ["tests.inspector.flows.registry"]
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "REGISTRIES": ["tests.inspector.flows.registry"]}
     conf.registry.cache_clear()
     flows.FAIL.clear()
     yield flows.registry

@@ -58,12 +58,12 @@ async def receive_all(ws: WebsocketCommunicator, count: int) -> list[dict]:
 @pytest.fixture
 def no_poll(settings):
     """Pokes only: the poll would take an hour."""
-    settings.INSPECTOR_POLL_SECONDS = 3600
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "POLL_SECONDS": 3600}
 
 
 @pytest.fixture
 def fast_poll(settings):
-    settings.INSPECTOR_POLL_SECONDS = 0.05
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "POLL_SECONDS": 0.05}
 
 
 # --- a run's events ---------------------------------------------------------------------------

@@ -238,7 +238,7 @@ VERSIONED = setup(use={"expense": [EXPENSE_V2, EXPENSE_V1]})
 
 @pytest.mark.django_db
 def test_a_run_shows_what_the_version_it_runs_declares(admin_client, settings):
-    settings.WORKFLOWS_REGISTRIES = ["tests.inspector.test_declarations.VERSIONED"]
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "REGISTRIES": ["tests.inspector.test_declarations.VERSIONED"]}
     conf.registry.cache_clear()  # the autouse fixture clears it again afterwards
     runs = {}
     for version, registry in (("v1", setup(use={"expense": EXPENSE_V1})), ("v2", VERSIONED)):

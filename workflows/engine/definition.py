@@ -217,7 +217,7 @@ def workflow(
 
 
 class Registry:
-    """Names workflows. The runner serves every registry listed in `WORKFLOWS_REGISTRIES`.
+    """Names workflows. The runner serves every registry listed in `settings.WORKFLOWS["REGISTRIES"]`.
 
     A name maps to its latest definition, optionally followed by older ones still serving runs
     that started on them: `setup(use={"aiJob": [ai_job_v3, ai_job_v2]})`. A run executes the

@@ -5,7 +5,7 @@ import signal
 
 from django.core.management.base import BaseCommand
 
-from workflows import conf
+from workflows import checks, conf
 from workflows.engine.runner import Runner
 from workflows.storage.django import DjangoStore
 
@@ -24,6 +24,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, concurrency: int, until_idle: bool, db_threads: int, **options):
+        shared = checks.sqlite_shared_runners()  # workflows.W004: several runners on one SQLite file
+        if shared is not None:
+            self.stderr.write(
+                f"WARNING ({shared.id}): {shared.msg}\n  HINT: {shared.hint}", self.style.WARNING
+            )
         store = DjangoStore(db_threads=min(db_threads, concurrency))
         runner = Runner(
             registry=conf.registry(),

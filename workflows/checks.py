@@ -1,0 +1,300 @@
+"""System checks of the workflows app and of what the inspector app needs (`manage.py check`
+runs them, and so does every command that checks, such as `migrate` and `runserver`).
+
+Settings (`settings.WORKFLOWS`, see workflows/conf.py):
+    workflows.E001  WORKFLOWS is not a dict
+    workflows.E002  WORKFLOWS has a key this version does not know (a typo is never ignored)
+    workflows.E003  a REGISTRIES path does not import
+    workflows.E004  a REGISTRIES path names something that is not a `workflows.Registry`
+    workflows.E005  two registries name the same workflow
+    workflows.E006  a COMMIT_HOOKS path does not import, or names something not callable
+    workflows.E007  a duration is not a positive number, or HEARTBEAT_SECONDS >= LEASE_SECONDS
+    workflows.E008  REGISTRIES or COMMIT_HOOKS is not a list of dotted paths
+    workflows.W001  an old flat setting (WORKFLOWS_REGISTRIES, ...) is set: it is no longer read
+    workflows.W002  REGISTRIES is empty: there is nothing to run
+Database:
+    workflows.W003  SQLite without `"transaction_mode": "IMMEDIATE"` in OPTIONS
+    workflows.W004  (printed by `runworkflows` at start, not a registered check) SQLite, and
+                    another runner holds live leases: SQLite serves one runner well, not several
+The inspector app (when installed):
+    workflows.E010  channels does not import (the live pages' WebSocket consumers need it)
+    workflows.E011  CHANNEL_LAYERS has no "default" layer (the consumers join groups on it)
+    workflows.W010  ASGI_APPLICATION is not set (no WebSocket for the live pages under runserver)
+    workflows.E012  the inspector is installed without workflows: raised as ImproperlyConfigured
+                    by InspectorConfig while Django loads the apps, since checks never run then
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+from django.core import checks
+from django.db import connections
+from django.utils.module_loading import import_string
+
+from . import conf
+from .engine.definition import Registry
+
+TAG = "workflows"
+DOCS = "See 'Add it to your project' in the README of django-durable-workflows."
+OLD_NAMES = {
+    "WORKFLOWS_REGISTRIES": "REGISTRIES",
+    "WORKFLOWS_LEASE_SECONDS": "LEASE_SECONDS",
+    "WORKFLOWS_HEARTBEAT_SECONDS": "HEARTBEAT_SECONDS",
+    "WORKFLOWS_COMMIT_HOOKS": "COMMIT_HOOKS",
+    "INSPECTOR_POLL_SECONDS": "POLL_SECONDS",
+}
+
+
+def register() -> None:
+    """Called by WorkflowsConfig.ready."""
+    for check in (check_settings, check_registries, check_commit_hooks, check_sqlite, check_inspector):
+        checks.register(check, TAG)
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    raw = getattr(settings, "WORKFLOWS", {})
+    if not isinstance(raw, Mapping):
+        return [
+            checks.Error(
+                f"WORKFLOWS must be a dict, not {type(raw).__name__}.",
+                hint=f"Keys: {', '.join(conf.DEFAULTS)}.",
+                id="workflows.E001",
+            )
+        ]
+    errors: list[checks.CheckMessage] = []
+    unknown = sorted(str(k) for k in raw if k not in conf.DEFAULTS)
+    if unknown:
+        errors.append(
+            checks.Error(
+                f"WORKFLOWS has unknown key(s): {', '.join(unknown)}.",
+                hint=f"Known keys: {', '.join(conf.DEFAULTS)} (each documented in workflows/conf.py).",
+                id="workflows.E002",
+            )
+        )
+    for old, new in OLD_NAMES.items():
+        if hasattr(settings, old):
+            errors.append(
+                checks.Warning(
+                    f"The setting {old} is no longer read.",
+                    hint=f'Set WORKFLOWS["{new}"] instead.',
+                    id="workflows.W001",
+                )
+            )
+    errors += _check_durations(raw)
+    for key in ("REGISTRIES", "COMMIT_HOOKS"):
+        value = raw.get(key, [])
+        if not isinstance(value, list | tuple) or not all(isinstance(p, str) for p in value):
+            errors.append(
+                checks.Error(
+                    f'WORKFLOWS["{key}"] must be a list of dotted paths (strings), not {value!r}.',
+                    id="workflows.E008",
+                )
+            )
+    return errors
+
+
+def _check_durations(raw: Mapping) -> list[checks.CheckMessage]:
+    errors: list[checks.CheckMessage] = []
+    values: dict[str, float] = {}
+    for key in ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "POLL_SECONDS"):
+        value = raw.get(key)
+        if value is None and key != "LEASE_SECONDS":
+            continue  # derived from the others (see conf.py)
+        value = conf.DEFAULTS[key] if value is None else value
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            errors.append(
+                checks.Error(
+                    f'WORKFLOWS["{key}"] must be a positive number of seconds, not {value!r}.',
+                    id="workflows.E007",
+                )
+            )
+        else:
+            values[key] = float(value)
+    if "LEASE_SECONDS" in values and values.get("HEARTBEAT_SECONDS", 0) >= values["LEASE_SECONDS"]:
+        errors.append(
+            checks.Error(
+                f'WORKFLOWS["HEARTBEAT_SECONDS"] ({values["HEARTBEAT_SECONDS"]:g}) must be shorter than '
+                f'WORKFLOWS["LEASE_SECONDS"] ({values["LEASE_SECONDS"]:g}): leases would lapse between heartbeats.',
+                hint="Leave HEARTBEAT_SECONDS out: it defaults to a third of LEASE_SECONDS.",
+                id="workflows.E007",
+            )
+        )
+    return errors
+
+
+def _paths(key: str) -> list[str]:
+    raw = conf.user_settings()
+    value = raw.get(key, [])
+    if not isinstance(value, list | tuple):
+        return []  # E008
+    return [p for p in value if isinstance(p, str)]
+
+
+def check_registries(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    paths = _paths("REGISTRIES")
+    if not paths:
+        return [
+            checks.Warning(
+                'WORKFLOWS["REGISTRIES"] is empty: the runner, the API and the inspector know no workflow.',
+                hint='List the dotted path of each Registry, e.g. WORKFLOWS = {"REGISTRIES": ["myapp.workflows.registry"]}.',
+                id="workflows.W002",
+            )
+        ]
+    errors: list[checks.CheckMessage] = []
+    owners: dict[str, str] = {}
+    for path in paths:
+        try:
+            found = import_string(path)
+        except Exception as exc:  # ImportError, or any error raised while the module imports
+            errors.append(
+                checks.Error(
+                    f'WORKFLOWS["REGISTRIES"] names {path!r}, which does not import: '
+                    f"{type(exc).__name__}: {exc}",
+                    hint="A dotted path to a module-level Registry, e.g. 'myapp.workflows.registry' "
+                    "(made with workflows.setup(use={...})).",
+                    id="workflows.E003",
+                )
+            )
+            continue
+        if not isinstance(found, Registry):
+            errors.append(
+                checks.Error(
+                    f'WORKFLOWS["REGISTRIES"] names {path!r}, which is a {type(found).__name__}, not a workflows.Registry.',
+                    hint="Point it at the object workflows.setup(use={...}) returns.",
+                    id="workflows.E004",
+                )
+            )
+            continue
+        for name in found.names():
+            if name in owners:
+                errors.append(
+                    checks.Error(
+                        f"The workflow {name!r} is registered by both {owners[name]!r} and {path!r}.",
+                        hint="A workflow name is served by one registry only.",
+                        id="workflows.E005",
+                    )
+                )
+            owners.setdefault(name, path)
+    return errors
+
+
+def check_commit_hooks(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    errors: list[checks.CheckMessage] = []
+    for path in _paths("COMMIT_HOOKS"):
+        try:
+            hook = import_string(path)
+        except Exception as exc:
+            problem = f"which does not import: {type(exc).__name__}: {exc}"
+        else:
+            if callable(hook):
+                continue
+            problem = f"which is a {type(hook).__name__}, not callable"
+        errors.append(
+            checks.Error(
+                f'WORKFLOWS["COMMIT_HOOKS"] names {path!r}, {problem}.',
+                hint="A dotted path to an async function hook(run_id, commit).",
+                id="workflows.E006",
+            )
+        )
+    return errors
+
+
+# --- database -----------------------------------------------------------------------------------
+
+
+def check_sqlite(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    database = settings.DATABASES.get("default", {})
+    if not database.get("ENGINE", "").endswith("sqlite3"):
+        return []
+    if (database.get("OPTIONS") or {}).get("transaction_mode") == "IMMEDIATE":
+        return []
+    return [
+        checks.Warning(
+            "The database is SQLite without IMMEDIATE transactions: the runner and the web process "
+            "writing at once may fail with 'database is locked'.",
+            hint='Set DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", '
+            '"init_command": "PRAGMA journal_mode=WAL; PRAGMA busy_timeout=30000;"}. ' + DOCS,
+            id="workflows.W003",
+        )
+    ]
+
+
+def sqlite_shared_runners(now: dt.datetime | None = None, using: str = "default") -> checks.Warning | None:
+    """For `runworkflows` at start: on SQLite, a warning when another runner holds live leases
+    (runs `running` with a lease that has not lapsed; a runner that just starts holds none)."""
+    if connections[using].vendor != "sqlite":
+        return None
+    from django.utils import timezone
+
+    from .core.records import RunStatus
+    from .models import Run
+
+    held = (
+        Run.objects.using(using)
+        .filter(status=RunStatus.RUNNING, wake_at__gt=now or timezone.now())
+        .exclude(lease_owner="")
+        .values_list("lease_owner", flat=True)
+        .distinct()
+    )
+    owners = sorted(held[:4])
+    if not owners:
+        return None
+    return checks.Warning(
+        f"Another runner holds live leases on this SQLite database ({', '.join(owners)}). SQLite "
+        "serves one runner well; several runners take turns at its one write lock and gain nothing.",
+        hint="Run one runworkflows per SQLite database (raise --concurrency instead), or use "
+        "PostgreSQL to scale out over several runners. (A runner stopped less than "
+        f"{conf.lease_seconds():g} s ago may still hold leases until they lapse.)",
+        id="workflows.W004",
+    )
+
+
+# --- the inspector ------------------------------------------------------------------------------
+
+
+def check_inspector(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The inspector's live pages follow runs over WebSockets: Channels consumers, a channel
+    layer, and an ASGI application that routes `inspector.routing.websocket_urlpatterns`."""
+    if not apps.is_installed("inspector"):
+        return []
+    errors: list[checks.CheckMessage] = []
+    try:
+        importlib.import_module("channels")
+    except ImportError as exc:
+        errors.append(
+            checks.Error(
+                f"The inspector app needs channels, which does not import: {exc}.",
+                hint="pip install channels (a dependency of django-durable-workflows).",
+                id="workflows.E010",
+            )
+        )
+    layers = getattr(settings, "CHANNEL_LAYERS", None)
+    if not isinstance(layers, Mapping) or "default" not in layers:
+        errors.append(
+            checks.Error(
+                'CHANNEL_LAYERS has no "default" layer: the inspector\'s WebSocket consumers need one.',
+                hint='One process: CHANNEL_LAYERS = {"default": {"BACKEND": '
+                '"channels.layers.InMemoryChannelLayer"}}; several: channels_redis (extra "redis"). ' + DOCS,
+                id="workflows.E011",
+            )
+        )
+    if not getattr(settings, "ASGI_APPLICATION", None):
+        errors.append(
+            checks.Warning(
+                "ASGI_APPLICATION is not set: the inspector's live pages need WebSockets, served by "
+                "an ASGI application that routes inspector.routing.websocket_urlpatterns.",
+                hint='Set ASGI_APPLICATION = "mysite.asgi.application" (see the README for the '
+                "asgi.py) and serve it with an ASGI server (daphne, uvicorn).",
+                id="workflows.W010",
+            )
+        )
+    return errors
