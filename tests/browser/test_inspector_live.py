@@ -171,6 +171,11 @@ def test_dashboard_lists_runs_live_and_screenshots(page, processes, tmp_path):
     # Rows added live carry the labels the workflow declares, as the server-rendered ones do.
     expect(page.locator(f'tr[data-run="{approved}"] [data-label-title]')).to_have_text("Post job-2042")
     expect(page.locator("[data-step-stats]")).to_contain_text("extract")
+    # A fresh load lists the two runs still waiting on their decision queue, with its buttons.
+    page.reload()
+    for key in ("job-2043", "job-2044"):
+        waiting = flows.registry.client("approval").get([key]).run_id
+        expect(page.locator(f'#wf-decisions tr[data-decision="{waiting}"]')).to_contain_text("Approve")
     page.screenshot(path=str(shots / "dashboard.png"), full_page=True, animations="disabled")
 
     page.goto(inspect_url(showcase.run_id))
