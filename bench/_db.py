@@ -61,15 +61,17 @@ def drop_database(db: str) -> None:
 # --- in the measuring process (Django set up) --------------------------------------------------
 
 
-def reset_tables() -> None:
-    """Empty the engine's tables between sections, so each starts from the same place."""
+def reset_tables(extra: tuple[str, ...] = ()) -> None:
+    """Empty the engine's tables (and `extra` ones) between sections, so each starts from the same
+    place."""
     from django.db import connection
 
+    tables = (*_ENGINE_TABLES, *extra)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute(f"TRUNCATE {', '.join(_ENGINE_TABLES)} RESTART IDENTITY CASCADE")
+            cursor.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
         else:
-            for table in _ENGINE_TABLES:
+            for table in tables:
                 cursor.execute(f"DELETE FROM {table}")
 
 

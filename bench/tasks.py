@@ -264,23 +264,9 @@ def enqueue_latency(noop_task: Any, n: int) -> dict[str, float]:
 
 
 def reset() -> None:
-    from django.db import connection
+    from bench._db import reset_tables
 
-    tables = [
-        "workflows_attempt",
-        "workflows_message",
-        "workflows_event",
-        "workflows_auditentry",
-        "workflows_entry",
-        "workflows_run",
-        "django_tasks_database_dbtaskresult",  # the app label of django_tasks_db
-    ]
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
-        else:
-            for name in tables:
-                cursor.execute(f"DELETE FROM {name}")
+    reset_tables(extra=("django_tasks_database_dbtaskresult",))  # the app label of django_tasks_db
 
 
 class Worker:

@@ -241,16 +241,12 @@ class DurableBackend(BaseTaskBackend):
 
 
 def _create_run(result_id: str, spec: dict[str, Any], now: dt.datetime) -> None:
-    """The task's run, as `DjangoStore.get_or_create_run` creates one (runnable at once, runners
-    woken when the transaction commits), less its look-up of an existing run: a new result id
-    (a uuid4) names none. On the caller's connection: inside the caller's transaction, if any."""
-    from django.db import transaction
+    """The task's run, as `DjangoStore.get_or_create_run` starts one, less its look-up of an
+    existing run: a new result id (a uuid4) names none. On the caller's connection: inside the
+    caller's transaction, if any."""
+    from .storage.django.writes import start_run
 
-    from .storage.django import notify, writes
-
-    with transaction.atomic():
-        writes.create_run(WORKFLOW, [result_id], task_workflow.version, spec, now)
-        notify.notify_now()
+    start_run(WORKFLOW, [result_id], task_workflow.version, spec, now)
 
 
 def _check_importable(task: Task) -> None:

@@ -11,6 +11,7 @@ import datetime as dt
 import itertools
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, cast
 
@@ -154,8 +155,8 @@ class MemoryStore(Store):
             found = [e for rid, e in self._current() if rid == run_id]
             return sorted(found, key=lambda e: (e.scope, e.position))
 
-    def _current(self) -> list[tuple[str, EntryRecord]]:
-        return [(rid, e) for eid, (rid, e) in self.entries.items() if eid not in self.superseded_ids]
+    def _current(self) -> Iterator[tuple[str, EntryRecord]]:
+        return ((rid, e) for eid, (rid, e) in self.entries.items() if eid not in self.superseded_ids)
 
     def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
         with self._lock:

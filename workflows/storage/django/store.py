@@ -87,9 +87,7 @@ class DjangoStore(DjangoRepairs, Store):
         if existing is not None:
             return run_record(existing), False
         try:
-            with transaction.atomic():
-                run = writes.create_run(workflow, key, version, initial_state, now)
-                notify.notify_now()
+            run = writes.start_run(workflow, key, version, initial_state, now)
         except IntegrityError:  # created meanwhile by another caller with the same key
             return run_record(Run.objects.get(workflow=workflow, key_hash=key_hash)), False
         return run_record(run), True

@@ -18,7 +18,7 @@ from ...core.keys import key_identity
 from ...core.records import LIVE, TERMINAL, Commit, CommitResult, MessageRecord, OutgoingMessage, RunStatus
 from ...models import Run
 from . import sql
-from .notify import notify
+from .notify import notify, notify_now
 
 
 def commit(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
@@ -179,6 +179,17 @@ def create_run(
         updated_at=now,
         wake_at=now,
     )
+
+
+def start_run(
+    workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
+) -> Run:
+    """A new run in a transaction of its own (a savepoint inside the caller's), runners woken when
+    it commits. IntegrityError when the workflow already has a run of that key."""
+    with transaction.atomic():
+        run = create_run(workflow, key, version, initial_state, now)
+        notify_now()
+    return run
 
 
 def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
