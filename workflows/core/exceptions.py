@@ -17,7 +17,10 @@
     ├── RunFinished                the run is terminal (completed, failed or cancelled)
     ├── RunBusy                    a repair needs the run at rest; a runner holds it now
     ├── MessageTimeout             a `send(..., wait=True)` got no completion in time
-    └── LeaseLost                  this runner no longer owns the run (another one took it over)
+    ├── LeaseLost                  this runner no longer owns the run (another one took it over)
+    └── StoreUnavailable           the store could not be reached or gave up on a transaction
+                                   (connection lost, server restarting, serialization failure,
+                                   deadlock, lock timeout): nothing of the call was kept; try again
 
 `BadInput` marks the errors that describe a caller's mistake; the API maps them to 4xx.
 """
@@ -161,3 +164,8 @@ class MessageTimeout(WorkflowError):
 
 class LeaseLost(WorkflowError):
     pass
+
+
+class StoreUnavailable(WorkflowError):
+    """An infrastructure failure of the store, never a verdict on the run or the request: the
+    engine abandons the execution as if the runner had crashed there, and the API answers 503."""
