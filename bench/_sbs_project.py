@@ -1,0 +1,241 @@
+"""The project side of `bench/side_by_side.py`, measured in a child process with Django set up on
+the bench's own PostgreSQL database (DATABASE_URL, BENCH_PG_DATABASE).
+
+    python bench/_sbs_project.py --sizes JSON --out PATH
+
+It reuses the engine benchmark's pieces: the in-process Runner over the real DjangoStore as
+`runworkflows` builds it (`bench/_inprocess.py`), `runworkflows --concurrency 20` processes
+(`bench/_procs.RunnerProcess`), the bulk insert of pending runs (`bench/_db.py`) and the
+send -> first step measurement (`bench/_procs.send_latency`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make `bench` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import database_url, progress, setup_django, stats_ms
+
+DB = "postgres"
+STATEMENTS: Counter[str] = Counter()
+COUNTING = False
+
+
+def _counting(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
+    if COUNTING:
+        STATEMENTS["all"] += 1
+    return execute(sql, params, many, context)
+
+
+def install_counter() -> None:
+    """Count every statement sent through a Django connection (the store's database threads
+    included: each new connection gets the wrapper). BEGIN/COMMIT are not statements here."""
+    from django.db.backends.signals import connection_created
+
+    def on_created(sender: Any, connection: Any, **kwargs: Any) -> None:
+        if _counting not in connection.execute_wrappers:
+            connection.execute_wrappers.append(_counting)
+
+    connection_created.connect(on_created, weak=False)
+
+
+async def _runs(plan: list[tuple[str, str]]) -> list[tuple[str, float, float]]:
+    """Each (workflow, key) in turn: created through the client, executed by `runner.run_due()`,
+    then its record read back completed. Returns (workflow, start -> result read, start ->
+    completion commit) seconds."""
+    from bench import _inprocess
+    from workflows import conf
+
+    store = _inprocess._make_store()
+    runner = _inprocess._runner(store)
+    registry = conf.registry()
+    clients = {}
+    out = []
+    try:
+        for workflow, key in plan:
+            if workflow not in clients:
+                clients[workflow] = registry.client(workflow)
+                clients[workflow].store = store
+            t0 = time.perf_counter()
+            handle = await clients[workflow].aget_or_create([key])
+            await runner.run_due()
+            info = await handle.ainfo()
+            t1 = time.perf_counter()
+            if info.status != "completed":
+                raise RuntimeError(f"{workflow} ended {info.status}")
+            out.append((workflow, t1 - t0, store.completed[handle.run_id] - t0))
+    finally:
+        store.close()
+    return out
+
+
+def in_process(n: int, warmup: int = 3) -> dict[str, Any]:
+    """0-step and 10-step runs alternately, in this process."""
+    from bench import _inprocess
+    from bench._db import reset_tables
+
+    reset_tables()
+    plan = []
+    for i in range(n + warmup):
+        plan += [("sbs_zero", f"z-{i}"), ("bench_ten", f"t-{i}")]
+    done = _inprocess._in_loop(_runs(plan))[2 * warmup :]
+    out: dict[str, Any] = {}
+    for label, workflow in (("zero", "sbs_zero"), ("ten", "bench_ten")):
+        mine = [d for d in done if d[0] == workflow]
+        out[label] = {
+            "to_result": stats_ms([d[1] for d in mine]),
+            "to_completion_commit": stats_ms([d[2] for d in mine]),
+        }
+    return out
+
+
+def _close_connections() -> None:
+    """Close this process's connections for real: with Django's pool, `close_all()` only returns
+    them to the pool, whose backends would publish their counters up to 10 s later."""
+    from django.db import connections
+
+    connections.close_all()
+    close_pool = getattr(connections["default"], "close_pool", None)
+    if close_pool is not None:
+        close_pool()
+
+
+def stats_windows(n: int) -> dict[str, Any]:
+    """Statements, transactions, WAL and tuple writes of n 0-step runs and of n 10-step runs,
+    executed as in `in_process`; all connections are closed around each batch (see _sbs_pg)."""
+    global COUNTING
+    from bench import _inprocess, _sbs_pg
+    from bench._db import reset_tables
+
+    url = database_url(DB)
+    reset_tables()
+    _close_connections()
+    out: dict[str, Any] = {"n": n}
+    before = _sbs_pg.settled_snapshot(url)
+    for label, workflow in (("empty", None), ("zero", "sbs_zero"), ("ten", "bench_ten")):
+        STATEMENTS.clear()
+        COUNTING = True
+        plan = [(workflow, f"{label}-{i}") for i in range(n)] if workflow else []
+        _inprocess._in_loop(_runs(plan))
+        COUNTING = False
+        _close_connections()
+        after = _sbs_pg.settled_snapshot(url)
+        window = _sbs_pg.window(url, before, after)
+        window["statements"] = STATEMENTS["all"]
+        out[label] = window
+        before = after
+    return out
+
+
+def _completed(prefix: str) -> int:
+    from workflows.models import Run
+
+    return Run.objects.filter(status="completed", key_text__startswith=prefix).count()
+
+
+def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
+    """N runs x 10 steps inserted pending in one transaction while 2 `runworkflows --concurrency
+    20` processes wait (steps/s from the entries' own timestamps, as `bench/_procs.throughput`);
+    then, with the same processes busy on a backlog, `client.get_or_create(key)` timed alone."""
+    from django.db.models import Count, Max, Min
+
+    from bench import _sbs_pg
+    from bench._db import create_pending_runs, reset_tables
+    from bench._procs import RunnerProcess
+    from workflows import conf
+    from workflows.models import Entry, Run
+
+    runs, backlog, submits = sizes["throughput"], sizes["backlog"], sizes["submits"]
+    reset_tables()
+    runners = [RunnerProcess(DB, f"sbs-tp{i}") for i in range(2)]
+    try:
+        for r in runners:
+            r.wait_started()
+        time.sleep(0.5)  # the LISTEN connections are up
+        cpu0 = [r.cpu_seconds() for r in runners]
+        t0 = time.monotonic()
+        create_pending_runs("bench_ten", [[f"tp-{i}"] for i in range(runs)])
+        _sbs_pg.wait_count(
+            lambda: Run.objects.filter(status="completed").count(), runs, what=f"{runs} runs to complete"
+        )
+        wall = time.monotonic() - t0
+        cpu = sum(r.cpu_seconds() for r in runners) - sum(cpu0)
+        agg = Entry.objects.filter(kind="step").aggregate(
+            first=Min("started_at"), last=Max("finished_at"), n=Count("id")
+        )
+        span = (agg["last"] - agg["first"]).total_seconds()
+        tp = {
+            "processes": 2,
+            "concurrency": 20,
+            "runs": runs,
+            "steps": agg["n"],
+            "steps_per_s": agg["n"] / span,
+            "span_s": span,
+            "wall_s": wall,
+            "runner_cpu_ms_per_step": cpu * 1000 / agg["n"],
+        }
+        progress(f"project: {agg['n']} steps in {span:.1f}s: {agg['n'] / span:,.0f} steps/s")
+
+        create_pending_runs("bench_ten", [[f"bl-{i}"] for i in range(backlog)])
+        _sbs_pg.wait_count(lambda: _completed('["bl-'), 1, what="the backlog to start", interval=0.005)
+        client = conf.registry().client("bench_ten")
+        samples = []
+        for i in range(submits + 3):
+            t = time.perf_counter()
+            client.get_or_create([f"sub-{i}"])
+            elapsed = time.perf_counter() - t
+            if i >= 3:
+                samples.append(elapsed)
+            time.sleep(0.01)
+        left = backlog - _completed('["bl-')
+    finally:
+        for r in runners:
+            r.terminate()
+        for r in runners:
+            r.stop()
+    busy = stats_ms(samples)
+    busy["backlog"] = backlog
+    busy["backlog_left_after_last_submit"] = left
+    return {"throughput": tp, "submit_busy": busy}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    sizes = json.loads(args.sizes)
+    setup_django()
+    install_counter()
+    from bench import _procs
+    from bench._db import reset_tables
+
+    figures: dict[str, Any] = {}
+    progress(f"project: in-process 0-step and 10-step runs ({sizes['ten']} each)")
+    figures.update(in_process(sizes["ten"]))
+    progress(f"project: statements, WAL and tuple writes ({sizes['stats']} runs of each)")
+    figures["pg"] = stats_windows(sizes["stats"])
+    progress(
+        f"project: throughput, {sizes['throughput']} x 10 steps, 2 runner processes; then submits "
+        f"with a backlog of {sizes['backlog']}"
+    )
+    figures.update(throughput_and_busy(sizes))
+    progress(f"project: send -> first step ({sizes['send']} sends)")
+    figures["send"] = _procs.send_latency(DB, sizes["send"])
+    reset_tables()
+    Path(args.out).write_text(json.dumps(figures, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
