@@ -51,6 +51,8 @@ def _shim_settings() -> None:
     # one: with this project's CONN_MAX_AGE = 0 it would reconnect for every task); runworkflows
     # keeps its own connections anyway.
     project.DATABASES["default"]["CONN_MAX_AGE"] = None
+    # Django's pool refuses persistent connections; these processes keep one connection anyway.
+    project.DATABASES["default"].get("OPTIONS", {}).pop("pool", None)
     project.TASKS = {
         **project.TASKS,
         "db": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]},

@@ -87,6 +87,31 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Tests use a file too: acceptance tests start real runner processes that must see it.
     # One file per test process, so two test sessions on one machine never share it.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / f"test_db_{os.getpid()}.sqlite3")}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_POOL", True):
+    # A pool per process (Django's, psycopg_pool): without it every in-flight request opens its
+    # own server connection and a burst exhausts max_connections. Each request borrows one
+    # connection and returns it when the request ends (CONN_MAX_AGE must stay 0 with a pool).
+    # The web tier's timeout is short on purpose: a request that cannot get a connection within
+    # it would miss any latency goal anyway, and a quick 503 with Retry-After (workflows/
+    # api_errors.py) sheds load where a queue of waiting threads would slow every request down.
+    # The runner sizes nothing itself: `runworkflows` refuses to start with a pool too small for
+    # its --db-threads and sync steps (workflows.E013).
+    DATABASES["default"]["OPTIONS"] = {
+        "pool": {
+            "min_size": int(os.environ.get("DATABASE_POOL_MIN_SIZE", "2")),
+            "max_size": int(os.environ.get("DATABASE_POOL_MAX_SIZE", "20")),
+            "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "1")),
+            # Requests allowed to queue for a connection; more fail at once (0: no limit).
+            "max_waiting": int(os.environ.get("DATABASE_POOL_MAX_WAITING", "0")),
+            # psycopg_pool retries a lost connection with a doubling delay until this many seconds,
+            # then gives up and tries anew at the next request: it bounds how long the pool may
+            # stay empty after the server is back (its default, 300 s, allows minutes).
+            "reconnect_timeout": 5.0,
+        }
+    }
+    # The pool checks a connection before lending it (one empty round trip), so no request gets
+    # a connection the server dropped (a restart, an idle timeout) and fails for that.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -101,6 +126,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "var" / "static"
+
+# --- Load shedding (config/shedding.py) --------------------------------------------
+# HTTP requests one web process takes on at once; more are answered 503 with Retry-After at once,
+# before Django spends anything on them (0: no limit). WebSockets do not count.
+WEB_MAX_IN_FLIGHT = int(os.environ.get("WEB_MAX_IN_FLIGHT", "64"))
 
 # --- Channels -------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -132,6 +162,10 @@ WORKFLOWS = {
     # pokes live consumers through the channel layer; without Redis a poke cannot leave the
     # runner's process (consumers then re-read the database every 0.5 s), so none is sent.
     "COMMIT_HOOKS": ["inspector.live.on_commit"] if REDIS_URL else [],
+    # Who may follow a run's WebSocket: "token" (a session with workflows.view_run, or the signed
+    # token /jobs hands out), "session" or "open" (anyone with the run id). See inspector/access.py.
+    "RUN_STREAM_AUTH": os.environ.get("WORKFLOWS_RUN_STREAM_AUTH", "token"),
+    "RUN_STREAM_TOKEN_SECONDS": float(os.environ.get("WORKFLOWS_RUN_STREAM_TOKEN_SECONDS", "3600")),
 }
 
 # --- Django tasks (the django-tasks backport of django.tasks) ----------------------

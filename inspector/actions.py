@@ -2,7 +2,9 @@
 one call to `workflows.operations` (which writes the audit entry) with the user as actor.
 
 Each action needs its own permission (see inspector.models.RunOperation); a staff user without it
-gets 403. The views only check, render and call: the operation decides what is allowed.
+gets 403, and when they posted (tried to act, rather than look at the confirmation page) the run's
+audit log gets a `refused` entry naming the attempt. The views only check, render and call: the
+operation decides what is allowed.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.views.defaults import permission_denied
 
 from workflows import conf, operations
 from workflows.core.exceptions import WorkflowError
-from workflows.core.records import TERMINAL, EntryStatus, RunStatus
+from workflows.core.records import TERMINAL, AuditAction, EntryStatus, RunStatus
 from workflows.models import Entry, Run
 
 from . import declarations, live, selectors
@@ -48,9 +51,36 @@ def allowed(request: HttpRequest, action: str) -> bool:
     return request.user.has_perm(PERMISSIONS[action])
 
 
-def _require(model_admin, request: HttpRequest, action: str) -> None:
-    if not (model_admin.has_view_permission(request) and allowed(request, action)):
-        raise PermissionDenied
+AUDITED_AS = {
+    "replay": AuditAction.REPLAY,
+    "retry": AuditAction.RETRY_NOW,
+    "cancel": AuditAction.CANCEL,
+    "send": AuditAction.SEND,
+}
+
+
+def _storable(text: str, limit: int) -> str:
+    """What a refused request typed, as any database stores it (no NUL, no lone surrogate)."""
+    return text.replace("\x00", "").encode("utf-8", "replace").decode()[:limit]
+
+
+def _refused(
+    model_admin, request: HttpRequest, action: str, run_id: str, **attempt: Any
+) -> HttpResponse | None:
+    """None when the user may take `action`; else the 403 response, after auditing a refused POST
+    (returned, not raised, so that ATOMIC_REQUESTS cannot roll the audit entry back)."""
+    if model_admin.has_view_permission(request) and allowed(request, action):
+        return None
+    run = selectors.parse_run_id(run_id)
+    if request.method == "POST" and run is not None:
+        operations.record_refusal(
+            run,
+            AUDITED_AS[action],
+            actor=_actor(request),
+            reason=_storable(request.POST.get("why", "").strip(), 2000),
+            details={"permission": PERMISSIONS[action], **attempt},
+        )
+    return permission_denied(request, PermissionDenied())
 
 
 def _run(run_id: str) -> Run:
@@ -98,7 +128,8 @@ def _actor(request: HttpRequest) -> str:
 
 
 def replay_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -> HttpResponse:
-    _require(model_admin, request, "replay")
+    if refused := _refused(model_admin, request, "replay", run_id, entry=entry_id):
+        return refused
     run = _run(run_id)
     entry = _entry(run, entry_id)
     plan = operations.replay_plan(str(run.id), entry.id)
@@ -157,7 +188,8 @@ def replay_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -
 
 
 def retry_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -> HttpResponse:
-    _require(model_admin, request, "retry")
+    if refused := _refused(model_admin, request, "retry", run_id, entry=entry_id):
+        return refused
     run = _run(run_id)
     entry = _entry(run, entry_id)
     form = WhyForm(request.POST or None)
@@ -199,7 +231,8 @@ def retry_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) ->
 
 
 def cancel_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
-    _require(model_admin, request, "cancel")
+    if refused := _refused(model_admin, request, "cancel", run_id):
+        return refused
     run = _run(run_id)
     form = WhyForm(request.POST or None)
     error = None
@@ -293,7 +326,9 @@ def _choice_links(run: Run) -> list[dict[str, str]]:
 
 
 def send_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
-    _require(model_admin, request, "send")
+    queue = _storable(request.POST.get("queue", ""), 200)
+    if refused := _refused(model_admin, request, "send", run_id, queue=queue):
+        return refused
     run = _run(run_id)
     queues = _queues(run)
     prefill, error = _prefill(request, run)

@@ -18,7 +18,7 @@ from django.utils.safestring import mark_safe
 
 from workflows.models import AuditEntry, Run
 
-from . import actions, declarations, selectors
+from . import access, actions, declarations, selectors
 from .timeline import format_duration
 
 
@@ -82,6 +82,10 @@ class RunAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+    def has_view_permission(self, request, obj=None):
+        # The one rule every read of runs follows (the dashboard and the WebSockets too).
+        return access.can_view_runs(request.user)
+
     # --- the list ---------------------------------------------------------------------------------
 
     def get_queryset(self, request):
@@ -94,7 +98,8 @@ class RunAdmin(admin.ModelAdmin):
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
         hexed = term.replace("-", "").lower()
-        if len(hexed) >= 8 and all(c in "0123456789abcdef" for c in hexed):
+        # A run id (32 hex digits) or its prefix; longer hex text can only be part of a key.
+        if 8 <= len(hexed) <= 32 and all(c in "0123456789abcdef" for c in hexed):
             if len(hexed) == 32:
                 return queryset.filter(Q(id=uuid.UUID(hexed)) | Q(key_text__icontains=term)), False
             matches = self._ids_starting_with(queryset, hexed)
@@ -232,7 +237,7 @@ class RunAdmin(admin.ModelAdmin):
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(admin.ModelAdmin):
-    list_display = ["created_at", "run_link", "action", "actor", "reason"]
+    list_display = ["created_at", "run_link", "action_display", "actor", "reason"]
     list_filter = ["action", ("created_at", admin.DateFieldListFilter)]
     search_fields = ["actor", "reason"]
     ordering = ["-created_at", "-id"]
@@ -246,6 +251,14 @@ class AuditEntryAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="action", ordering="action")
+    def action_display(self, entry):
+        """A refusal names what was attempted, so it never reads as the action itself."""
+        if entry.action == AuditEntry.Action.REFUSED:
+            attempted = (entry.details or {}).get("attempted", "?")
+            return format_html('<span class="wf-badge wf-refused">refused: {}</span>', attempted)
+        return entry.get_action_display()
 
     @admin.display(description="run")
     def run_link(self, entry):

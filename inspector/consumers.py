@@ -10,11 +10,13 @@ inspector page uses it to refresh itself).
 Event ids of one run become visible in id order: the engine inserts them only while holding the
 run's row lock (the commit's lease fence), so a later id never commits before an earlier one.
 
-`ws/runs/` (staff only) streams `{"run": {...}}` for runs created or changed, for the dashboard.
+`ws/runs/` streams `{"run": {...}}` for runs created or changed, for the dashboard.
 
-Access: a staff user (session) may follow any run and the list; anyone who knows a run's id (an
-unguessable uuid) may follow that run; anything else is refused at the handshake. A session is
-trusted only when the browser's Origin matches the host, so another site cannot borrow it.
+Access (inspector.access): the list needs a session that may view runs (`workflows.view_run`); a
+run's stream follows WORKFLOWS["RUN_STREAM_AUTH"] ("token" by default: such a session, or a signed
+token for that run). Event payloads are masked. A refused client is accepted and closed at once
+with a code a browser can read (a refusal before the handshake reaches it as a bare HTTP 403):
+4400 a bad cursor, 4403 not allowed, 4404 no such run (told only to a client allowed to follow it).
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from . import selectors
+from . import access, selectors
 from .live import LIST_GROUP, poll_seconds, run_group
 
 logger = logging.getLogger("inspector.consumers")
@@ -61,22 +63,8 @@ def _latest_change() -> dt.datetime:
 
 # --- access -----------------------------------------------------------------------------------
 
-
-def _header(scope: dict, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return value.decode("latin1")
-    return None
-
-
-def is_staff(scope: dict) -> bool:
-    user = scope.get("user")
-    if not (user is not None and user.is_authenticated and user.is_active and user.is_staff):
-        return False
-    origin = _header(scope, b"origin")
-    if origin is None:  # not a browser: its cookies are its own
-        return True
-    return urlparse(origin).netloc.lower() == (_header(scope, b"host") or "").lower()
+may_view_runs = database_sync_to_async(access.scope_can_view_runs)
+may_follow_run = database_sync_to_async(access.may_follow_run)
 
 
 def _query(scope: dict) -> dict[str, str]:
@@ -109,6 +97,15 @@ class _Polling(AsyncJsonWebsocketConsumer):
             except Exception:  # a database hiccup: the next round reads again from the same point
                 logger.exception("live read failed for %s", self.group)
 
+    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+        pass  # one-way streams: a client's frame is not even parsed (too deep JSON would crash it)
+
+    async def refuse(self, code: int) -> None:
+        """Accept, then close with `code`: only a close after the handshake reaches a browser's
+        CloseEvent; nothing is sent before it."""
+        await self.accept()
+        await self.close(code=code)
+
     async def flush(self, **hints) -> None:
         async with self._lock:
             await self.read_and_send(**hints)
@@ -127,19 +124,23 @@ class _Polling(AsyncJsonWebsocketConsumer):
 
 class RunEventsConsumer(_Polling):
     async def connect(self) -> None:
-        self.run_id = str(self.scope["url_route"]["kwargs"]["run_id"])
         query = _query(self.scope)
         try:
             self.last_id = int(query.get("after") or 0)
         except ValueError:
-            await self.close(code=CLOSE_BAD_REQUEST)
+            await self.refuse(CLOSE_BAD_REQUEST)
             return
         self.changes = query.get("changes") in {"1", "true", "yes"}
         self.fingerprint: dict | None = None
-        if not await run_exists(self.run_id):  # an id is the capability: staff or not, it must exist
-            await self.close(code=CLOSE_NOT_FOUND)
+        run_id = selectors.parse_run_id(self.scope["url_route"]["kwargs"]["run_id"])
+        # Allowed first, then whether the run exists: a refused client learns nothing of runs.
+        if not await may_follow_run(self.scope, run_id, query.get("token")):
+            await self.refuse(CLOSE_FORBIDDEN)
             return
-        self.run_id = str(selectors.parse_run_id(self.run_id))
+        if run_id is None or not await run_exists(run_id):
+            await self.refuse(CLOSE_NOT_FOUND)
+            return
+        self.run_id = run_id
         self.group = run_group(self.run_id)
         await self.start()
 
@@ -168,8 +169,8 @@ class RunListConsumer(_Polling):
     group = LIST_GROUP
 
     async def connect(self) -> None:
-        if not is_staff(self.scope):
-            await self.close(code=CLOSE_FORBIDDEN)
+        if not await may_view_runs(self.scope):
+            await self.refuse(CLOSE_FORBIDDEN)
             return
         self.watermark = await _latest_change()
         self.seen: dict[str, str] = {}  # run id -> updated_at sent

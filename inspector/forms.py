@@ -6,6 +6,8 @@ import json
 
 from django import forms
 
+from workflows.api_parser import JsonTooDeep, parse_json
+
 WHY_HELP = "Written to the audit log with your user name."
 
 
@@ -36,11 +38,13 @@ class JSONText(forms.CharField):
         if text is None or not str(text).strip():
             return None
         try:
-            return json.loads(text)
+            return parse_json(text)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
             ) from None
+        except JsonTooDeep as exc:
+            raise forms.ValidationError(f"Not accepted: {exc}.") from None
 
 
 class ReplayForm(WhyForm):

@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import IntegerField, Max, OuterRef, Prefetch, QuerySet, Subquery, Sum
+from django.db.models import IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -89,8 +89,11 @@ def recent_runs(limit: int = RECENT_RUNS) -> list[Run]:
 
 
 def runs_changed_since(since: dt.datetime, limit: int = 1000) -> list[Run]:
-    """Runs created or changed at or after `since`, oldest change first."""
-    return list(with_progress(Run.objects.filter(updated_at__gte=since).order_by("updated_at"))[:limit])
+    """Runs created or changed at or after `since`, oldest change first. A step's commit moves
+    only `updated_at` (not indexed), and only running runs commit steps: those are few, found by
+    status; every other change moves the indexed `transitioned_at`."""
+    changed = Q(transitioned_at__gte=since) | Q(status=Run.Status.RUNNING, updated_at__gte=since)
+    return list(with_progress(Run.objects.filter(changed).order_by("updated_at"))[:limit])
 
 
 def runs_by_id(ids: list[str]) -> list[Run]:
@@ -99,7 +102,9 @@ def runs_by_id(ids: list[str]) -> list[Run]:
 
 
 def latest_change() -> dt.datetime:
-    return Run.objects.aggregate(m=Max("updated_at"))["m"] or timezone.now()
+    moved = Run.objects.aggregate(m=Max("transitioned_at"))["m"]
+    stepped = Run.objects.filter(status=Run.Status.RUNNING).aggregate(m=Max("updated_at"))["m"]
+    return max((t for t in (moved, stepped) if t is not None), default=None) or timezone.now()
 
 
 # --- the consumers' reads ---------------------------------------------------------------------
@@ -111,9 +116,10 @@ def run_exists(run_id: str) -> bool:
 
 
 def events_after(run_id: str, after: int, limit: int = 500) -> list[dict[str, Any]]:
-    """The run's events after a cursor, as the WebSocket sends them (the engine's one read)."""
+    """The run's events after a cursor, as the WebSocket sends them (the engine's one read),
+    masked like everything else the inspector shows: a stream may reach more eyes than a page."""
     rows = workflow_reads.events_after(run_id, after=after, limit=limit)
-    return [{"id": e.id, "event": e.name, "data": e.payload} for e in rows]
+    return [{**e.as_json(), "data": mask(e.payload)} for e in rows]
 
 
 def run_fingerprint(run_id: str) -> dict[str, Any] | None:
@@ -288,7 +294,15 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
     event_rows = list(Event.objects.filter(run=run).order_by("-id")[:EVENTS_ON_PAGE])
     event_rows.reverse()
     events = [
-        {"id": e.id, "name": e.name, "payload": mask(e.payload), "created_at": e.created_at}
+        {
+            "id": e.id,
+            "name": e.name,
+            "payload": mask(e.payload),
+            "created_at": e.created_at,
+            "step": e.step,
+            "attempt": e.attempt,
+            "lost": e.lost,
+        }
         for e in event_rows
     ]
     event_count = Event.objects.filter(run=run).count()

@@ -20,7 +20,7 @@ class AttemptSpan:
     number: int
     started_at: dt.datetime
     finished_at: dt.datetime
-    outcome: str  # ok | error | timeout | critical
+    outcome: str  # ok | error | timeout | critical | lost (cut off by a crash or a store failure)
     delay: float | None = None
     retry_at: dt.datetime | None = None
 
@@ -40,7 +40,7 @@ class EntrySpan:
 
 @dataclass(frozen=True)
 class Segment:
-    kind: str  # ok | error | timeout | critical | backoff | wait | running
+    kind: str  # ok | error | timeout | critical | lost | backoff | wait | running
     left: float  # percent of the span
     width: float  # percent of the span
     title: str

@@ -1,15 +1,15 @@
-"""The operator dashboard (staff only): runs live, last hour's throughput and failures, step
-durations, and one run's live timeline."""
+"""The operator dashboard: runs live, last hour's throughput and failures, step durations, and one
+run's live timeline. Every view needs what the admin's run inspector needs (inspector.access)."""
 
 from __future__ import annotations
 
 from django.contrib import admin
-from django.contrib.admin.views.decorators import staff_member_required
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from . import dashboard_selectors, selectors
+from .access import view_runs_required
 from .actions import choice_url
 
 
@@ -18,7 +18,7 @@ def _context(request, **extra):
     return {**admin.site.each_context(request), "is_nav_sidebar_enabled": False, **extra}
 
 
-@staff_member_required
+@view_runs_required
 def dashboard(request):
     return TemplateResponse(
         request,
@@ -44,7 +44,7 @@ def _with_buttons(decision: dashboard_selectors.Decision) -> dict:
     return {"decision": decision, "buttons": buttons}
 
 
-@staff_member_required
+@view_runs_required
 def stats_fragment(request):
     return TemplateResponse(
         request, "inspector/_stats.html", {"stats": dashboard_selectors.dashboard_stats()}
@@ -64,11 +64,11 @@ def _run_context(request, run_id):
     )
 
 
-@staff_member_required
+@view_runs_required
 def run(request, run_id):
     return TemplateResponse(request, "inspector/run.html", _run_context(request, run_id))
 
 
-@staff_member_required
+@view_runs_required
 def run_fragment(request, run_id):
     return TemplateResponse(request, "inspector/_run_live.html", _run_context(request, run_id))

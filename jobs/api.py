@@ -7,7 +7,6 @@ Errors become HTTP once, in config/api.py, in the one shape `{"error": {"code", 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.conf import settings
@@ -16,8 +15,11 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError, ValidationError
 from pydantic import ValidationError as PydanticValidationError
 
+from inspector.access import run_stream_token
 from workflows.api import ErrorOut
 from workflows.api_auth import ApiKeyAuth
+from workflows.api_parser import JsonTooDeep, parse_json
+from workflows.models import ApiKey
 
 from .schemas import JobStart
 from .submission import job_detail, job_submit
@@ -38,8 +40,16 @@ class JobsAuth(ApiKeyAuth):
 router = Router(auth=JobsAuth(), tags=["jobs"])
 
 
+_STREAM_TOKEN = Field(
+    description="Lets its holder follow the run's events at ws/runs/{runId}/?token=… (expires; "
+    "GET /jobs/{id} gives a fresh one); null when the server takes no tokens (RUN_STREAM_AUTH)."
+)
+
+
 class JobCreatedOut(Schema):
     jobId: str = Field(description="The job's id (a UUID); also its run's key.")
+    runId: str
+    streamToken: str | None = _STREAM_TOKEN
 
 
 class JobOut(Schema):
@@ -52,9 +62,13 @@ class JobOut(Schema):
         description="stage (queued, extracting, enriching, summarizing, publishing, published, failed), "
         "title, extracted, companies, summary, url, error."
     )
+    streamToken: str | None = _STREAM_TOKEN
 
 
+# Open unless JOBS_REQUIRE_API_KEY=1: the key is optional as far as the schema can tell ({}).
+_OPTIONAL_KEY = {"security": [{}, {"JobsAuth": []}]}
 _JOB_BODY = {
+    **_OPTIONAL_KEY,
     "requestBody": {
         "required": True,
         "content": {"application/json": {"schema": JobStart.model_json_schema()}},
@@ -64,7 +78,7 @@ _JOB_BODY = {
             "name": "Idempotency-Key",
             "in": "header",
             "required": False,
-            "schema": {"type": "string", "maxLength": IDEMPOTENCY_KEY_MAX},
+            "schema": {"type": "string", "minLength": 1, "maxLength": IDEMPOTENCY_KEY_MAX, "pattern": r"\S"},
             "description": "Repeat it to get the same job back; reused with another body: 422.",
         }
     ],
@@ -81,13 +95,33 @@ _ERRORS = {400: ErrorOut, 401: ErrorOut, 413: ErrorOut, 422: ErrorOut}
 )
 def create_job(request: HttpRequest):
     job = _job_start(_json_object(request))
-    submitted = job_submit(job.model_dump(), idempotency_key=_idempotency_key(request))
-    return Status(202, {"jobId": submitted.job_id})
+    submitted = job_submit(job.model_dump(), idempotency_key=_idempotency_key(request), owner=_owner(request))
+    return Status(
+        202,
+        {
+            "jobId": submitted.job_id,
+            "runId": submitted.run_id,
+            "streamToken": run_stream_token(submitted.run_id),
+        },
+    )
 
 
-@router.get("/{job_id}", response={200: JobOut, 401: ErrorOut, 404: ErrorOut}, summary="Read a job")
+@router.get(
+    "/{job_id}",
+    response={200: JobOut, 401: ErrorOut, 404: ErrorOut},
+    openapi_extra=_OPTIONAL_KEY,
+    summary="Read a job",
+)
 def get_job(request: HttpRequest, job_id: str):
-    return job_detail(job_id)
+    job = job_detail(job_id, owner=_owner(request))
+    return {**job, "streamToken": run_stream_token(job["runId"])}
+
+
+def _owner(request: HttpRequest) -> ApiKey | None:
+    """The API key that authenticated the request, when /jobs requires one: jobs and
+    Idempotency-Keys are scoped to it. None on an open /jobs (one shared namespace)."""
+    auth = getattr(request, "auth", None)
+    return auth if isinstance(auth, ApiKey) else None
 
 
 # --- reading the request ----------------------------------------------------------------------------
@@ -102,7 +136,9 @@ def _json_object(request: HttpRequest) -> dict[str, Any]:
     if len(raw) > limit:
         raise HttpError(413, f"the body is over {limit} bytes")
     try:
-        data = json.loads(raw)
+        data = parse_json(raw)
+    except JsonTooDeep as exc:
+        raise HttpError(400, str(exc)) from None
     except (ValueError, UnicodeDecodeError):
         raise HttpError(400, "the body is not valid JSON") from None
     if not isinstance(data, dict):

@@ -8,7 +8,7 @@ import re
 import time
 from typing import TextIO
 
-from workflows.core.records import TERMINAL, RunRecord
+from workflows.core.records import LOST_EVENTS, TERMINAL, RunRecord
 from workflows.engine.client import RunHandle
 
 STAGE_ORDER = ("queued", "extracting", "enriching", "summarizing", "publishing", "published")
@@ -48,7 +48,12 @@ def follow(handle: RunHandle, out: TextIO, *, timeout: float | None = None, poll
         events = handle.events(after=cursor)
         for event in events:
             cursor = event.id
-            if event.name == "progress" and isinstance(event.payload, dict):
+            if event.lost:  # from an attempt a crash cut off: the step ran again
+                continue
+            if event.name == LOST_EVENTS:  # lines already printed came from a cut-off attempt
+                steps = ", ".join(sorted({a["step"] for a in event.payload.get("attempts", [])}))
+                out.write(f"  (cut off by a crash or a database failure: {steps} runs again)\n")
+            elif event.name == "progress" and isinstance(event.payload, dict):
                 out.write(progress_line(event.payload.get("stage", "?"), event.payload.get("detail")) + "\n")
         out.flush()
         if run.status in TERMINAL and not events:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from workflows.core.jsonvalue import unstorable
+
 
 class JobStart(BaseModel):
     """What `POST /jobs` takes and the aiJob's `start` queue holds."""
@@ -18,8 +20,9 @@ class JobStart(BaseModel):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be blank")
-        if "\x00" in value:  # PostgreSQL cannot store it; refuse it as the caller's mistake
-            raise ValueError("must not contain NUL characters")
+        problem = unstorable(value)  # NUL, a lone surrogate: PostgreSQL cannot store it
+        if problem is not None:
+            raise ValueError(f"the value {problem}")
         return value
 
 

@@ -11,10 +11,12 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from workflows import BadInput
+from workflows.core.exceptions import RunNotFound
 from workflows.core.records import RunRecord
 from workflows.engine.client import WorkflowClient
+from workflows.models import ApiKey
 
-from .models import IdempotencyKey
+from .models import IdempotencyKey, JobOwner
 
 WORKFLOW = "aiJob"
 
@@ -27,6 +29,7 @@ class IdempotencyConflict(BadInput):
 class Submitted:
     job_id: str
     created: bool  # False: an Idempotency-Key seen before, answered with its job
+    run_id: str
 
 
 def jobs_client() -> WorkflowClient:
@@ -40,31 +43,50 @@ def body_hash(body: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def job_submit(body: dict[str, Any], *, idempotency_key: str | None = None) -> Submitted:
-    """Start a job: its run and its start message are stored in one transaction, so a failure
-    leaves nothing. With `idempotency_key`, a repeat returns the first job; another body, 422."""
+def job_submit(
+    body: dict[str, Any], *, idempotency_key: str | None = None, owner: ApiKey | None = None
+) -> Submitted:
+    """Start a job: its run, its start message and its owner (the API key `owner`, if any) are
+    stored in one transaction, so a failure leaves nothing. With `idempotency_key` (unique per
+    owner), a repeat returns the first job; another body, 422."""
     job_id = str(uuid.uuid4())
     with transaction.atomic():
         if idempotency_key is not None:
             digest = body_hash(body)
             try:
                 with transaction.atomic():  # a savepoint: a concurrent twin's insert wins
-                    IdempotencyKey.objects.create(key=idempotency_key, body_hash=digest, job_id=job_id)
+                    IdempotencyKey.objects.create(
+                        key=idempotency_key, api_key=owner, body_hash=digest, job_id=job_id
+                    )
             except IntegrityError:
-                known = IdempotencyKey.objects.get(key=idempotency_key)
+                known = IdempotencyKey.objects.get(key=idempotency_key, api_key=owner)
                 if known.body_hash != digest:
                     raise IdempotencyConflict(
                         "this Idempotency-Key was used with a different request body"
                     ) from None
-                return Submitted(job_id=str(known.job_id), created=False)
+                run_id = jobs_client().get([str(known.job_id)]).run_id
+                return Submitted(job_id=str(known.job_id), created=False, run_id=run_id)
+        if owner is not None:
+            JobOwner.objects.create(job_id=job_id, api_key=owner)
         handle = jobs_client().get_or_create([job_id])
         handle.send("start", body)
-    return Submitted(job_id=job_id, created=True)
+    return Submitted(job_id=job_id, created=True, run_id=handle.run_id)
 
 
-def job_detail(job_id: str) -> dict[str, Any]:
-    """The job as the API shows it; RunNotFound for an unknown id."""
+def job_detail(job_id: str, *, owner: ApiKey | None = None) -> dict[str, Any]:
+    """The job as the API shows it; RunNotFound for an unknown id. With `owner` (an API key),
+    a job that key did not start is unknown too: a tenant cannot tell another's jobs exist."""
+    if owner is not None and not _owned_by(job_id, owner):
+        raise RunNotFound(f"no {WORKFLOW} run with key {[job_id]!r}")  # as for an unknown job
     return job_view(job_id, jobs_client().get([job_id]).snapshot)
+
+
+def _owned_by(job_id: str, owner: ApiKey) -> bool:
+    try:
+        parsed = uuid.UUID(str(job_id))
+    except ValueError:
+        return False
+    return JobOwner.objects.filter(job_id=parsed, api_key=owner).exists()
 
 
 def job_view(job_id: str, run: RunRecord) -> dict[str, Any]:

@@ -140,8 +140,9 @@ async def publish(step, *, body: str) -> dict[str, Any]:
     title = step.input
     _stage(step, "publishing", title)
     async with http.client() as client:
-        # The job id as Idempotency-Key: a retry after a lost response gets the same post back.
-        post = await cms.publish_post(client, title=title, body=body, idempotency_key=step.key[0])
+        # The step's idempotency key: a retry after a lost response, or a rerun after a crash, gets
+        # the same post back; an operator's replay of this step (or an earlier one) posts anew.
+        post = await cms.publish_post(client, title=title, body=body, idempotency_key=step.idempotency_key)
     step.state.update(stage="published", url=post["url"])
     step.broadcast("progress", {"stage": "published", "detail": post["url"]})
     return {"postId": post.get("id"), "url": post["url"]}

@@ -18,6 +18,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """The test process connects without a pool (DATABASE_POOL): the connections its async tests
+    open in asgiref's contexts are never closed (see below), so they would drain any pool. The
+    processes tests start (runners, daphne) keep the pool, as in production."""
+    from django.conf import settings
+
+    settings.DATABASES["default"].get("OPTIONS", {}).pop("pool", None)
+
+
 @pytest.fixture(autouse=True)
 def _close_engine_thread_connections():
     """The engine's store runs ORM calls in asgiref's single sync thread; close that thread's

@@ -23,7 +23,7 @@ from pydantic import ConfigDict, field_validator
 
 from . import conf, operations, selectors
 from .api_auth import ApiKeyAuth
-from .core.jsonvalue import NUL_REFUSED, contains_nul
+from .core.jsonvalue import unstorable
 from .core.records import RunStatus
 from .engine.client import RunHandle
 from .models import Run
@@ -50,9 +50,11 @@ class ErrorOut(Schema):
 
 
 def _refuse_nul(data: Any) -> Any:
-    """PostgreSQL stores no NUL character in text or jsonb: refuse one here as a 422, not a 500."""
-    if contains_nul(data):
-        raise ValueError(NUL_REFUSED)
+    """What PostgreSQL cannot store (NUL, a lone surrogate, too deep a value): a 422 naming the
+    field, not a 500."""
+    problem = unstorable(data)
+    if problem is not None:
+        raise ValueError(f"the value {problem}")
     return data
 
 
@@ -155,6 +157,14 @@ class RunFilters(_NoNul):
     cursor: str | None = Field(None, description="A next_cursor from the previous page.")
     limit: int = Field(50, ge=1, le=selectors.MAX_PAGE)
 
+    @field_validator("created_after", "created_before", mode="before")
+    @classmethod
+    def _iso_8601(cls, value: Any) -> Any:
+        # pydantic would read a bare number as Unix seconds: the schema promises ISO 8601 text.
+        if isinstance(value, str) and value.strip().lstrip("+-").replace(".", "", 1).isdigit():
+            raise ValueError("must be an ISO 8601 date and time, e.g. 2030-01-31T12:00:00Z")
+        return value
+
 
 class RunPageOut(Schema):
     items: list[RunSummaryOut]
@@ -166,6 +176,17 @@ class EventOut(Schema):
     event: str
     data: Any
     created_at: dt.datetime
+    step: str | None = Field(None, description="The step that broadcast it while it ran (null: the body).")
+    attempt: int | None = Field(None, description="Which attempt of that step.")
+    lost: bool = Field(
+        False,
+        description="Sent by an attempt that a crash or a database failure cut off (the step ran again):"
+        " drop it. A `$lost` event names such events as they are found.",
+    )
+
+    @staticmethod
+    def resolve_step(event) -> str | None:
+        return event.step or None
 
     @staticmethod
     def resolve_event(event) -> str:
@@ -218,6 +239,7 @@ class ReplayIn(ReasonIn):
 AUTH = {401: ErrorOut}
 NOT_FOUND = {404: ErrorOut}
 INVALID = {422: ErrorOut}
+BODY = {400: ErrorOut}  # a body that is not JSON, or nested too deep (workflows.api_parser)
 
 
 # --- starting and talking to runs ---------------------------------------------------------------------
@@ -225,7 +247,7 @@ INVALID = {422: ErrorOut}
 
 @router.post(
     "/workflows/{name}/runs",
-    response={200: RunOut, 201: RunOut, **AUTH, **NOT_FOUND, **INVALID},
+    response={200: RunOut, 201: RunOut, **BODY, **AUTH, **NOT_FOUND, **INVALID},
     summary="Start a run (idempotent by key)",
 )
 def start_run(request, name: str, payload: StartIn):
@@ -237,7 +259,16 @@ def start_run(request, name: str, payload: StartIn):
 
 @router.post(
     "/runs/{run_id}/messages",
-    response={200: AnsweredOut, 202: SentOut, **AUTH, **NOT_FOUND, 409: ErrorOut, **INVALID, 504: ErrorOut},
+    response={
+        200: AnsweredOut,
+        202: SentOut,
+        **BODY,
+        **AUTH,
+        **NOT_FOUND,
+        409: ErrorOut,
+        **INVALID,
+        504: ErrorOut,
+    },
     summary="Send a message to a run",
 )
 async def send_message(request, run_id: str, payload: SendIn):
@@ -303,7 +334,7 @@ def list_events(
 
 @router.post(
     "/runs/{run_id}/replay",
-    response={200: RunOut, **AUTH, **NOT_FOUND, **INVALID},
+    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, **INVALID},
     summary="Replay from a step",
 )
 def replay(request, run_id: str, payload: ReplayIn):
@@ -322,7 +353,7 @@ def replay(request, run_id: str, payload: ReplayIn):
 
 @router.post(
     "/runs/{run_id}/entries/{entry_id}/retry-now",
-    response={200: RunOut, **AUTH, **NOT_FOUND, **INVALID},
+    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, **INVALID},
     summary="Retry a step now",
 )
 def retry_now(request, run_id: str, payload: ReasonIn, entry_id: int = Path(..., ge=1, le=MAX_ID)):
@@ -331,7 +362,9 @@ def retry_now(request, run_id: str, payload: ReasonIn, entry_id: int = Path(...,
 
 
 @router.post(
-    "/runs/{run_id}/cancel", response={200: RunOut, **AUTH, **NOT_FOUND, **INVALID}, summary="Cancel a run"
+    "/runs/{run_id}/cancel",
+    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, **INVALID},
+    summary="Cancel a run",
 )
 def cancel(request, run_id: str, payload: ReasonIn):
     """A waiting run ends cancelled at once, a running one at its next entry (`cancel_requested`

@@ -10,26 +10,38 @@
 Every error then answers `{"error": {"code": str, "message": str, "detail": any}}`: the domain
 errors of `workflows.core.exceptions` (table `DOMAIN_ERRORS`), and Ninja's and Django's own
 refusals (an invalid request, a body that is not JSON or too large, a missing API key).
+
+A database that cannot be reached, or a connection pool with no connection to lend in time
+(`UNAVAILABLE`), answers `503 {"error": {"code": "unavailable", ...}}` with a `Retry-After`
+header, never Django's HTML 500 page: the call stored nothing (every write is one transaction),
+so the client may repeat it as it was (with the same Idempotency-Key).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 
+from .api_parser import JsonParser, JsonTooDeep
 from .core.exceptions import (
     BadInput,
     MessageTimeout,
     RunFinished,
     RunNotFound,
+    StoreUnavailable,
     UnknownWorkflow,
     WorkflowError,
 )
+
+logger = logging.getLogger(__name__)
 
 # Domain errors: (exception, HTTP status, code). Ninja picks the handler of the most specific
 # class in an exception's MRO, so UnknownWorkflow (a BadInput) still answers 404.
@@ -41,6 +53,27 @@ DOMAIN_ERRORS: tuple[tuple[type[WorkflowError], int, str], ...] = (
     (BadInput, 422, "invalid_request"),
     (WorkflowError, 400, "workflow_error"),
 )
+
+
+def _unavailable_errors() -> tuple[type[Exception], ...]:
+    """Django's wrappers of the driver's connection errors (a pool's timeout is one: it raises
+    psycopg_pool.PoolTimeout, a psycopg.OperationalError, inside Django's wrapper), the store's
+    own StoreUnavailable, and psycopg's errors for code that talks to psycopg directly."""
+    errors: list[type[Exception]] = [OperationalError, InterfaceError, StoreUnavailable]
+    try:
+        import psycopg
+    except ImportError:  # SQLite only
+        pass
+    else:
+        errors += [psycopg.OperationalError, psycopg.InterfaceError]
+    return tuple(errors)
+
+
+# Infrastructure errors: the database is down, restarting or overloaded. Nothing of the call was
+# kept, so the same call can succeed later: 503, and `Retry-After` seconds to wait first.
+UNAVAILABLE: tuple[type[Exception], ...] = _unavailable_errors()
+RETRY_AFTER_SECONDS = 2
+UNAVAILABLE_MESSAGE = "the service cannot reach its database right now; try again shortly"
 
 Handler = Callable[[HttpRequest, Any], HttpResponse]
 
@@ -75,9 +108,16 @@ def install_error_handlers(api: NinjaAPI) -> NinjaAPI:
     def invalid(request: HttpRequest, exc: Any) -> HttpResponse:  # a ninja ValidationError
         return error_response(api, request, 422, "invalid_request", "the request is not valid", exc.errors)
 
+    def bad_request(request: HttpRequest, exc: Any) -> HttpResponse:
+        # Ninja wraps its parser's error as "Cannot parse request body": too deep a body says so.
+        message = str(exc.__cause__) if isinstance(exc.__cause__, JsonTooDeep) else str(exc)
+        return error_response(api, request, exc.status_code, "bad_request", message)
+
     api.add_exception_handler(ValidationError, invalid)
-    # Ninja's own refusals (e.g. a body that is not JSON), in the one shape.
-    api.add_exception_handler(HttpError, handler(None, "bad_request"))
+    # Ninja's own refusals (e.g. a body that is not JSON or too deep), in the one shape.
+    if type(api.parser) is Parser:  # Ninja's default: give it the depth limit
+        api.parser = JsonParser()
+    api.add_exception_handler(HttpError, bad_request)
     # Over DATA_UPLOAD_MAX_MEMORY_SIZE: Django refuses to read the body.
     api.add_exception_handler(RequestDataTooBig, handler(413, "too_large", "the request body is too large"))
     api.add_exception_handler(
@@ -86,4 +126,14 @@ def install_error_handlers(api: NinjaAPI) -> NinjaAPI:
     )
     for exception, status, code in DOMAIN_ERRORS:
         api.add_exception_handler(exception, handler(status, code, detail=True))
+
+    def unavailable(request: HttpRequest, exc: Any) -> HttpResponse:
+        # The cause goes to the log, not to the client: it may name hosts and users.
+        logger.warning("%s %s answered 503: %s: %s", request.method, request.path, type(exc).__name__, exc)
+        response = error_response(api, request, 503, "unavailable", UNAVAILABLE_MESSAGE)
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
+
+    for infrastructure_error in UNAVAILABLE:
+        api.add_exception_handler(infrastructure_error, unavailable)
     return api

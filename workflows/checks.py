@@ -10,12 +10,15 @@ Settings (`settings.WORKFLOWS`, see workflows/conf.py):
     workflows.E006  a COMMIT_HOOKS path does not import, or names something not callable
     workflows.E007  a duration is not a positive number, or HEARTBEAT_SECONDS >= LEASE_SECONDS
     workflows.E008  REGISTRIES or COMMIT_HOOKS is not a list of dotted paths
+    workflows.E009  RUN_STREAM_AUTH is not "token", "session" or "open"
     workflows.W001  an old flat setting (WORKFLOWS_REGISTRIES, ...) is set: it is no longer read
     workflows.W002  REGISTRIES is empty: there is nothing to run
 Database:
     workflows.W003  SQLite without `"transaction_mode": "IMMEDIATE"` in OPTIONS
     workflows.W004  (printed by `runworkflows` at start, not a registered check) SQLite, and
                     another runner holds live leases: SQLite serves one runner well, not several
+    workflows.E013  (raised by `runworkflows` at start) PostgreSQL with a connection pool too
+                    small for the runner's database threads and sync steps: it would starve
 The inspector app (when installed):
     workflows.E010  channels does not import (the live pages' WebSocket consumers need it)
     workflows.E011  CHANNEL_LAYERS has no "default" layer (the consumers join groups on it)
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,6 +94,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 )
             )
     errors += _check_durations(raw)
+    stream_auth = raw.get("RUN_STREAM_AUTH", conf.DEFAULTS["RUN_STREAM_AUTH"])
+    if stream_auth not in ("token", "session", "open"):
+        errors.append(
+            checks.Error(
+                f'WORKFLOWS["RUN_STREAM_AUTH"] must be "token", "session" or "open", not {stream_auth!r}.',
+                hint="Who may follow a run's WebSocket; see workflows/conf.py.",
+                id="workflows.E009",
+            )
+        )
     for key in ("REGISTRIES", "COMMIT_HOOKS"):
         value = raw.get(key, [])
         if not isinstance(value, list | tuple) or not all(isinstance(p, str) for p in value):
@@ -105,7 +118,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 def _check_durations(raw: Mapping) -> list[checks.CheckMessage]:
     errors: list[checks.CheckMessage] = []
     values: dict[str, float] = {}
-    for key in ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "POLL_SECONDS"):
+    for key in ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "POLL_SECONDS", "RUN_STREAM_TOKEN_SECONDS"):
         value = raw.get(key)
         if value is None and key != "LEASE_SECONDS":
             continue  # derived from the others (see conf.py)
@@ -255,6 +268,45 @@ def sqlite_shared_runners(now: dt.datetime | None = None, using: str = "default"
         "PostgreSQL to scale out over several runners. (A runner stopped less than "
         f"{conf.lease_seconds():g} s ago may still hold leases until they lapse.)",
         id="workflows.W004",
+    )
+
+
+def runner_pool_size_needed(db_threads: int, concurrency: int) -> int:
+    """Connections a runner may hold from its pool at once: one per database thread (each keeps
+    its connection for the runner's life), one per sync step running at once (asyncio's default
+    executor, min(32, CPUs + 4) threads, and no more than `concurrency`; a sync step borrows a
+    connection only while it runs), and one for the ORM's async calls in async steps. The LISTEN
+    connection is opened outside the pool: count it in the server's max_connections only."""
+    sync_threads = min(concurrency, 32, (os.cpu_count() or 1) + 4)
+    return db_threads + sync_threads + 1
+
+
+def runner_pool_too_small(
+    db_threads: int, concurrency: int, database: Mapping[str, Any] | None = None, using: str = "default"
+) -> checks.Error | None:
+    """For `runworkflows` at start: an error when Django's connection pool (PostgreSQL's
+    OPTIONS["pool"]; `database` is a DATABASES entry, `using`'s by default) cannot lend the runner
+    every connection it may hold at once. A database thread that cannot get one would wait out
+    the pool's timeout and fail on every call."""
+    database = connections[using].settings_dict if database is None else database
+    options = (database.get("OPTIONS") or {}).get("pool")
+    if not str(database.get("ENGINE", "")).endswith(("postgresql", "postgis")) or not options:
+        return None
+    options = {} if options is True else options
+    # psycopg_pool's defaults: min_size 4, max_size = min_size.
+    max_size = options.get("max_size") or options.get("min_size", 4)
+    needed = runner_pool_size_needed(db_threads, concurrency)
+    if max_size >= needed:
+        return None
+    return checks.Error(
+        f"The database connection pool lends at most {max_size} connections; this runner "
+        f"(--db-threads {db_threads}, --concurrency {concurrency}) may hold {needed} at once: "
+        f"{db_threads} database thread(s) for its life, "
+        f"{needed - db_threads - 1} sync step(s) at once, 1 for async steps' ORM calls.",
+        hint=f'Raise DATABASES["{using}"]["OPTIONS"]["pool"]["max_size"] to {needed} or more for the '
+        "runner's process (DATABASE_POOL_MAX_SIZE in this project), or lower --db-threads / "
+        "--concurrency. Count one more server connection per runner for its LISTEN.",
+        id="workflows.E013",
     )
 
 

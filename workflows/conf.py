@@ -25,6 +25,14 @@ COMMIT_HOOKS (default `[]`)
 POLL_SECONDS (default `None`: 0.5 with the in-memory channel layer, 2.0 with any other)
     The inspector's: how often a live page's WebSocket consumer re-reads the database besides
     the pokes it gets.
+RUN_STREAM_AUTH (default `"token"`)
+    The inspector's: who may follow a run's WebSocket (`ws/runs/<run_id>/`). `"token"`: a session
+    that may view runs (`workflows.view_run`), or `?token=` a signed token bound to the run id
+    (`inspector.access.run_stream_token`; the example app's `/jobs` hands them out); `"session"`:
+    only such a session; `"open"`: anyone who knows the run id. Payloads are masked in every mode.
+RUN_STREAM_TOKEN_SECONDS (default `3600`)
+    The inspector's: how old a run stream token may be when a client connects with it (an open
+    stream is not cut when its token ages).
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
     "HEARTBEAT_SECONDS": None,
     "COMMIT_HOOKS": [],
     "POLL_SECONDS": None,
+    "RUN_STREAM_AUTH": "token",
+    "RUN_STREAM_TOKEN_SECONDS": 3600.0,
 }
 
 

@@ -3,11 +3,13 @@ them (and nothing else does). Statuses, kinds and outcomes are the core's enums.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from enum import StrEnum
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from .core.records import AuditAction, EntryKind, EntryStatus, Outcome, RunStatus
 
@@ -31,7 +33,12 @@ class Run(models.Model):
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
+    # Every commit moves `updated_at`; only a change of status, lease or an operator's action moves
+    # `transitioned_at`. Only the latter is indexed (the dashboard's feed of changed runs reads it,
+    # plus the few running runs by `updated_at`), so a step's commit changes no indexed column and
+    # PostgreSQL updates the run row in place (a HOT update) instead of adding to every index.
     updated_at = models.DateTimeField()
+    transitioned_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # When a runner should next look at the run: its due time while pending or waiting, its lease
@@ -40,6 +47,9 @@ class Run(models.Model):
     wake_at = models.DateTimeField(null=True, blank=True)
     lease_owner = models.CharField(max_length=100, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    epoch = models.PositiveIntegerField(
+        default=0, help_text="Operator replays so far: part of every step's idempotency key."
+    )
 
     class Meta:
         constraints = [
@@ -50,11 +60,17 @@ class Run(models.Model):
             models.Index(fields=["status", "-created_at"], name="workflows_run_status"),
             models.Index(fields=["workflow", "-created_at"], name="workflows_run_workflow"),
             models.Index(fields=["-created_at"], name="workflows_run_created"),
-            models.Index(fields=["updated_at"], name="workflows_run_updated"),  # the dashboard's live list
+            models.Index(fields=["transitioned_at"], name="workflows_run_transitioned"),  # the live list
         ]
 
     def __str__(self) -> str:
         return f"{self.workflow}{self.key} ({self.status})"
+
+    def touch(self, now: dt.datetime) -> list[str]:
+        """A change outside a step's commit (an operator's action, a cancel): both clocks move.
+        Returns the fields to save."""
+        self.updated_at = self.transitioned_at = now
+        return ["updated_at", "transitioned_at"]
 
 
 class Entry(models.Model):
@@ -102,7 +118,8 @@ class Entry(models.Model):
 class Attempt(models.Model):
     Outcome = Outcome
 
-    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="attempt_set")
+    # No index of its own: (entry, number) below serves lookups and cascades (one less per step).
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="attempt_set", db_index=False)
     number = models.IntegerField()
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
@@ -120,7 +137,9 @@ class Attempt(models.Model):
 
 
 class Message(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages")
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )  # (run, id)
     queue = models.CharField(max_length=200)
     body = models.JSONField(null=True, blank=True)
     sent_at = models.DateTimeField()
@@ -149,10 +168,17 @@ class Message(models.Model):
 class Event(models.Model):
     """A broadcast event; its id is the cursor clients resume after."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)  # (run, id)
     name = models.CharField(max_length=200)
     payload = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
+    # Broadcast by a running step (blank for the body's and on_error's events): which attempt.
+    scope = models.CharField(max_length=500, blank=True, default="")
+    step = models.CharField(max_length=200, blank=True, default="")
+    attempt = models.PositiveIntegerField(null=True, blank=True)
+    lost = models.BooleanField(
+        default=False, help_text="Broadcast by an attempt that a crash or a store failure cut off."
+    )
 
     class Meta:
         ordering = ["id"]
@@ -167,7 +193,7 @@ class AuditEntry(models.Model):
 
     Action = AuditAction
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="audit_entries")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="audit_entries", db_index=False)
     action = models.CharField(max_length=32, choices=_choices(AuditAction))
     actor = models.CharField(max_length=200, help_text="User name, API key name or command.")
     reason = models.TextField(blank=True)

@@ -12,9 +12,11 @@ from typing import Any
 
 from . import conf
 from .core.exceptions import BadInput
-from .core.records import NOT_EDITED, Audit, OutgoingMessage
+from .core.jsonvalue import storable_text
+from .core.records import NOT_EDITED, Audit, AuditAction, OutgoingMessage
 from .engine.definition import Registry
 from .models import Entry, Run
+from .storage.django.repairs import write_audit  # the Django store writes every audit entry
 
 
 def _now() -> dt.datetime:
@@ -56,6 +58,28 @@ def cancel(run_id: str, *, actor: str, reason: str = "") -> Run:
     """A waiting run ends cancelled at once, a running one at its next entry."""
     conf.default_store().cancel(str(run_id), audit=Audit(actor=actor, reason=reason), now=_now())
     return Run.objects.get(id=run_id)
+
+
+def record_refusal(
+    run_id: str, attempted: str, *, actor: str, reason: str = "", details: dict[str, Any]
+) -> None:
+    """Audit an operator's action refused for want of its permission (the admin's 403): an entry
+    whose action is `refused`, never the attempted one, so the log cannot read as if it happened.
+    `details` says what was attempted (`attempted`) and with what; nothing else changes. A
+    vanished run leaves no entry (there is nothing to hang it on)."""
+    if not Run.objects.filter(id=run_id).exists():
+        return
+    write_audit(
+        str(run_id),
+        AuditAction.REFUSED,
+        # What a refused form held is recorded, not validated: escape what PostgreSQL cannot store.
+        Audit(actor=storable_text(actor), reason=storable_text(reason)),
+        {
+            "attempted": attempted,
+            **{k: storable_text(v) if isinstance(v, str) else v for k, v in details.items()},
+        },
+        _now(),
+    )
 
 
 def send(run_id: str, queue: str, body: Any, *, registry: Registry, actor: str, reason: str = "") -> int:

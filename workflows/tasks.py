@@ -207,7 +207,7 @@ class DurableBackend(BaseTaskBackend):
         _check_importable(task)
         now = dt.datetime.now(dt.UTC)
         # The framework's own JSON check (TypeError for a non-JSON type, ValueError for bytes that
-        # are not UTF-8), then what JSON itself refuses (NaN, infinity) and PostgreSQL (NUL).
+        # are not UTF-8), then what JSON itself refuses (NaN, infinity) and PostgreSQL (NUL, lone surrogates).
         args, kwargs = normalize_json(args), normalize_json(kwargs)
         try:
             args, kwargs = normalize(args, "the task's args"), normalize(kwargs, "the task's kwargs")

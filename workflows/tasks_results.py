@@ -26,6 +26,7 @@ from django.utils.module_loading import import_string
 from django_tasks.base import Task, TaskError, TaskResult, TaskResultStatus
 from django_tasks.exceptions import TaskResultDoesNotExist
 
+from .core.jsonvalue import unstorable
 from .core.keys import key_identity
 
 WORKFLOW = "django.task"  # the built-in workflow every task runs as
@@ -149,7 +150,7 @@ def find_run(result_id: str) -> Any:
     """The run of a result id; TaskResultDoesNotExist when there is none."""
     from .models import Run
 
-    if not isinstance(result_id, str) or not result_id or "\x00" in result_id:
+    if not isinstance(result_id, str) or not result_id or unstorable(result_id) is not None:
         raise TaskResultDoesNotExist(result_id)
     run = Run.objects.filter(workflow=WORKFLOW, key_hash=key_identity([result_id])[1]).first()
     if run is None:

@@ -7,7 +7,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from workflows import Loop, queue, setup, workflow
+from workflows import Loop, event, queue, setup, workflow
 
 
 def _dir() -> Path:
@@ -94,8 +94,49 @@ async def race_body(ctx):
     return result.winner
 
 
+async def _quick_logged(step):
+    await asyncio.sleep(0.005)
+    log(step.key[0], step.name)
+    return step.name
+
+
+def _publish(step):
+    """An external call that honours an idempotency key, as the demo CMS does: a repeat with the
+    same key creates no second post. The ledger counts calls and posts apart."""
+    key = step.key[0]
+    log(key, "publish-call")
+    posts = _dir() / "posts"
+    posts.mkdir(exist_ok=True)
+    try:
+        os.close(os.open(posts / key, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return key
+    log(key, "post-created")
+    return key
+
+
+async def blink_body(ctx):
+    """Four quick steps and a publish: what the database-blink tests run by the dozen."""
+    for name in ("extract", "enrich", "summarize", "review"):
+        await ctx.step(name, _quick_logged)
+    await ctx.step("publish", _publish)
+    ctx.state["stage"] = "published"
+    return "published"
+
+
+async def _announce_then_block(step):
+    step.broadcast("progress", {"stage": "published"})
+    return await _blocking(step)
+
+
+async def announce_body(ctx):
+    return await ctx.step("publish", _announce_then_block)
+
+
 registry = setup(
     use={
+        "announce": workflow(announce_body, events={"progress": event()}),
+        "blink": workflow(blink_body, state=lambda: {"stage": "queued"}),
         "crash": workflow(crash_body),
         "many": workflow(many_body),
         "join": workflow(join_body),

@@ -145,6 +145,7 @@ def test_events__after_a_cursor(api, registry):
     assert [e["data"] for e in first["items"]] == [{"i": 0}, {"i": 1}, {"i": 2}]
     assert first["items"][0] == {
         "id": made[0].id, "event": "progress", "data": {"i": 0}, "created_at": first["items"][0]["created_at"],
+        "step": None, "attempt": None, "lost": False,
     }  # fmt: skip
     assert first["next_after"] == made[2].id
     assert [e["id"] for e in rest["items"]] == [made[3].id, made[4].id]

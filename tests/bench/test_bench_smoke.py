@@ -3,6 +3,7 @@ No timing is asserted: figures come from `bench/engine.py`, never from tests."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -40,3 +41,27 @@ def test_engine_bench__quick_sqlite_run_prints_every_figure(tmp_path):
     assert not missing, f"labels not printed: {missing}\n{done.stdout}"
     assert "Targets of issue 2" in done.stdout
     assert (tmp_path / "figures.json").exists()
+
+
+@pytest.mark.timeout(600)
+def test_web_load_bench__small_sqlite_run_prints_its_table(tmp_path):
+    env = {**os.environ, "BENCH_VAR": str(tmp_path)}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "bench/web_load.py",
+            *("--db", "sqlite", "--rates", "10", "--duration", "1", "--warmup", "0"),
+            *("--json", str(tmp_path / "web.json")),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=580,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "sustainable rate" in done.stdout and "target:" in done.stdout, done.stdout
+    figures = json.loads((tmp_path / "web.json").read_text())
+    [rate] = figures["rates"]
+    assert rate["sent"] == 10 and rate["ok"] + sum(rate["errors"].values()) == 10

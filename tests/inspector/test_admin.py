@@ -77,6 +77,13 @@ def url(name: str, *args) -> str:
     return reverse(f"admin:workflows_run_{name}", args=args)
 
 
+def assert_only_a_refusal(run: Run, attempted: str) -> AuditEntry:
+    """The GET left nothing; the POST left one entry, a refusal naming the attempt."""
+    [audit] = AuditEntry.objects.filter(run=run)
+    assert audit.action == "refused" and audit.details["attempted"] == attempted
+    return audit
+
+
 # --- the list and the page --------------------------------------------------------------------
 
 
@@ -134,7 +141,7 @@ def test_replay__needs_its_permission(client):
     assert client.get(target).status_code == 403
     assert client.post(target, {"why": "fixed"}).status_code == 403
     assert Run.objects.get(id=run.id).status == "failed"
-    assert not AuditEntry.objects.exists()
+    assert_only_a_refusal(run, "replay")
 
 
 def test_replay__confirmation_lists_what_changes_then_replays_and_audits(client):
@@ -192,7 +199,7 @@ def test_retry_now__needs_its_permission(client):
     target = url("retry", run.id, entry(run, "call").id)
     assert client.get(target).status_code == 403
     assert client.post(target, {"why": "now"}).status_code == 403
-    assert not AuditEntry.objects.exists()
+    assert_only_a_refusal(run, "retry_now")
 
 
 def test_retry_now__confirms_then_makes_the_attempt_due_and_audits(client):
@@ -236,6 +243,7 @@ def test_cancel__needs_its_permission(client):
     assert client.get(url("cancel", run.id)).status_code == 403
     assert client.post(url("cancel", run.id), {"why": "x"}).status_code == 403
     assert not Run.objects.get(id=run.id).cancel_requested
+    assert_only_a_refusal(run, "cancel")
 
 
 def test_cancel__confirms_then_cancels_and_audits(client):
@@ -264,6 +272,7 @@ def test_send__needs_its_permission(client):
     data = {"queue": "approve", "body": '{"by": "x"}', "why": "x", "confirmed": "1"}
     assert client.post(url("send", run.id), data).status_code == 403
     assert not Message.objects.exists()
+    assert_only_a_refusal(run, "send")
 
 
 def test_send__previews_then_sends_and_audits(client):

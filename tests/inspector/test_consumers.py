@@ -1,6 +1,6 @@
 """The live channels over Channels' WebsocketCommunicator and the project's ASGI application
-(session auth included): ordering, catch-up after a cursor, no duplicates across a reconnect,
-pokes and the polling fallback, and the access rules."""
+(Origin check and session auth included): ordering, catch-up after a cursor, no duplicates across
+a reconnect, pokes and the polling fallback, masking, and the access rules with their close codes."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
+from django.core import signing
 from django.test import Client
 
 from config.asgi import application
-from inspector import live
+from inspector import access, live
+from inspector.masking import MASK
 from tests.inspector import flows
 from workflows.core.records import Commit, Transition
 from workflows.models import Event, Run
@@ -26,6 +28,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 TIMEOUT = 5  # seconds to wait for a message that must come
 ROOT = Path(__file__).resolve().parents[2]
+SAME_SITE = [(b"origin", b"http://testserver"), (b"host", b"testserver")]  # what a browser sends
 
 
 @database_sync_to_async
@@ -40,15 +43,37 @@ def add_events(run_id: str, *names: str) -> list[int]:
 
 
 @database_sync_to_async
-def session_cookie(username: str, *, staff: bool) -> bytes:
+def session_cookie(username: str, *, staff: bool, perms: tuple[str, ...] = ("view_run",)) -> bytes:
     user = User.objects.create_user(username, password="pw", is_staff=staff)
+    user.user_permissions.set(Permission.objects.filter(codename__in=perms))
     client = Client()
     client.force_login(user)
     return f"sessionid={client.cookies['sessionid'].value}".encode()
 
 
-def follow(run_id: str, query: str = "", headers=None) -> WebsocketCommunicator:
-    return WebsocketCommunicator(application, f"/ws/runs/{run_id}/{query}", headers=headers or [])
+def follow(run_id: str, query: str = "", headers=None, *, token: bool = True) -> WebsocketCommunicator:
+    """A client of the run's stream from the same site; with the run's token unless told not to."""
+    if token:
+        query += ("&" if query else "?") + f"token={access.run_stream_token(run_id)}"
+    return WebsocketCommunicator(
+        application, f"/ws/runs/{run_id}/{query}", headers=[*SAME_SITE, *(headers or [])]
+    )
+
+
+def run_list(cookie: bytes | None = None, headers=SAME_SITE) -> WebsocketCommunicator:
+    return WebsocketCommunicator(
+        application, "/ws/runs/", headers=[*headers, *([(b"cookie", cookie)] if cookie else [])]
+    )
+
+
+async def close_code(ws: WebsocketCommunicator) -> int:
+    """A refused client: accepted, then closed at once with a code (so a browser can read it), and
+    sent nothing before."""
+    connected, _ = await ws.connect(timeout=TIMEOUT)
+    assert connected, "refusals close after the handshake"
+    closing = await ws.receive_output(TIMEOUT)
+    assert closing["type"] == "websocket.close", closing
+    return closing["code"]
 
 
 async def receive_all(ws: WebsocketCommunicator, count: int) -> list[dict]:
@@ -152,7 +177,7 @@ async def test_events__changes_stream_reports_status(no_poll):
 
 async def test_list__staff_see_runs_created_and_changed(fast_poll):
     cookie = await session_cookie("staff", staff=True)
-    ws = WebsocketCommunicator(application, "/ws/runs/", headers=[(b"cookie", cookie)])
+    ws = run_list(cookie)
     assert (await ws.connect())[0]
     run_id = await new_run("l1")
     created = await ws.receive_json_from(timeout=TIMEOUT)
@@ -168,7 +193,7 @@ async def test_list__staff_see_runs_created_and_changed(fast_poll):
 
 async def test_list__a_transition_pokes_the_list(no_poll):
     cookie = await session_cookie("staff", staff=True)
-    ws = WebsocketCommunicator(application, "/ws/runs/", headers=[(b"cookie", cookie)])
+    ws = run_list(cookie)
     assert (await ws.connect())[0]
     run_id = await new_run("l2")
     assert await ws.receive_nothing(0.2)  # no poll, and creating a run pokes nobody
@@ -181,53 +206,150 @@ async def test_list__a_transition_pokes_the_list(no_poll):
 
 # --- access -----------------------------------------------------------------------------------
 
+UNKNOWN = "00000000-0000-4000-8000-000000000000"
 
-async def test_access__anyone_with_a_run_id_may_follow_that_run(no_poll):
-    run_id = await new_run("x1")
-    ws = follow(run_id)  # no session at all
+
+def aged_token(run_id: str, seconds: int) -> str:
+    """A real token, signed `seconds` ago."""
+
+    class Then(signing.TimestampSigner):
+        def timestamp(self) -> str:
+            return signing.b62_encode(int(dt.datetime.now(dt.UTC).timestamp()) - seconds)
+
+    return Then(salt=access.TOKEN_SALT).sign(run_id).split(":", 1)[1]
+
+
+@pytest.fixture
+def stream_auth(settings):
+    def use(mode: str) -> None:
+        settings.WORKFLOWS = {**settings.WORKFLOWS, "RUN_STREAM_AUTH": mode}
+
+    return use
+
+
+async def test_access__by_default_a_run_needs_its_token_or_a_viewer_session(no_poll):
+    run_id, other = await new_run("t1"), await new_run("t2")
+    await add_events(run_id, "a")
+    # No token, another run's token, a token signed with another salt, an expired one: refused.
+    assert await close_code(follow(run_id, token=False)) == 4403
+    assert await close_code(follow(run_id, f"?token={access.run_stream_token(other)}", token=False)) == 4403
+    forged = signing.TimestampSigner(salt="something-else").sign(run_id).split(":", 1)[1]
+    assert await close_code(follow(run_id, f"?token={forged}", token=False)) == 4403
+    assert await close_code(follow(run_id, f"?token={aged_token(run_id, 3601)}", token=False)) == 4403
+    # Its own token, fresh or within the hour: the events.
+    for token in (access.run_stream_token(run_id), aged_token(run_id, 3500)):
+        ws = follow(run_id, f"?token={token}", token=False)
+        assert (await ws.connect())[0]
+        assert (await ws.receive_json_from(timeout=TIMEOUT))["event"] == "a"
+        await ws.disconnect()
+    # A staff session with view_run needs none; one without view_run gets nothing.
+    viewer = await session_cookie("viewer", staff=True)
+    ws = follow(run_id, headers=[(b"cookie", viewer)], token=False)
+    assert (await ws.connect())[0]
+    assert (await ws.receive_json_from(timeout=TIMEOUT))["event"] == "a"
+    await ws.disconnect()
+    staff_only = await session_cookie("staff-only", staff=True, perms=())
+    assert await close_code(follow(run_id, headers=[(b"cookie", staff_only)], token=False)) == 4403
+
+
+async def test_access__the_token_lifetime_is_a_setting(no_poll, settings):
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "RUN_STREAM_TOKEN_SECONDS": 60}
+    run_id = await new_run("t3")
+    assert await close_code(follow(run_id, f"?token={aged_token(run_id, 120)}", token=False)) == 4403
+    ws = follow(run_id, f"?token={aged_token(run_id, 30)}", token=False)
     assert (await ws.connect())[0]
     await ws.disconnect()
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        "/ws/runs/00000000-0000-4000-8000-000000000000/",  # unknown run
-        "/ws/runs/not-a-uuid/",
-    ],
-)
-async def test_access__unknown_or_malformed_run_ids_are_refused(no_poll, path):
-    ws = WebsocketCommunicator(application, path)
-    connected, code = await ws.connect()
-    assert not connected and code == 4404
+async def test_access__session_mode_takes_no_tokens(no_poll, stream_auth):
+    run_id = await new_run("s1")
+    token = access.run_stream_token(run_id)  # made while tokens were taken
+    stream_auth("session")
+    assert access.run_stream_token(run_id) is None  # nothing to hand out
+    assert await close_code(follow(run_id, f"?token={token}", token=False)) == 4403
+    viewer = await session_cookie("viewer", staff=True)
+    ws = follow(run_id, headers=[(b"cookie", viewer)], token=False)
+    assert (await ws.connect())[0]
+    await ws.disconnect()
+
+
+async def test_access__open_mode_lets_anyone_with_the_run_id_follow_it(no_poll, stream_auth):
+    stream_auth("open")
+    run_id = await new_run("o1")
+    ws = follow(run_id, token=False)  # no session, no token
+    assert (await ws.connect())[0]
+    await ws.disconnect()
+    assert await close_code(follow(UNKNOWN, token=False)) == 4404
+    assert await close_code(follow("not-a-uuid", token=False)) == 4404
+
+
+async def test_access__a_bad_mode_refuses_rather_than_opening(no_poll, stream_auth):
+    stream_auth("opne")
+    run_id = await new_run("b1")
+    ws = follow(run_id, token=False)
+    with pytest.raises(Exception, match="RUN_STREAM_AUTH"):
+        await ws.connect(timeout=TIMEOUT)
+
+
+async def test_access__unknown_runs_are_404_only_to_clients_allowed_to_follow_them(no_poll):
+    viewer = await session_cookie("viewer", staff=True)
+    for path in (UNKNOWN, "not-a-uuid"):
+        assert await close_code(follow(path, token=False)) == 4403  # a stranger learns nothing
+        assert await close_code(follow(path, headers=[(b"cookie", viewer)], token=False)) == 4404
+    assert await close_code(follow(UNKNOWN)) == 4404  # a valid token for a run that is gone
 
 
 async def test_access__a_bad_cursor_is_refused(no_poll):
     run_id = await new_run("x2")
-    connected, code = await follow(run_id, "?after=abc").connect()
-    assert not connected and code == 4400
+    assert await close_code(follow(run_id, "?after=abc")) == 4400
 
 
-async def test_access__the_list_needs_a_staff_session(no_poll):
-    anonymous = WebsocketCommunicator(application, "/ws/runs/")
-    assert await anonymous.connect() == (False, 4403)
+async def test_access__event_payloads_are_masked(no_poll):
+    run_id = await new_run("m1")
+    now = dt.datetime.now(dt.UTC)
+    payload = {
+        "stage": "enriching",
+        "api_key": "sk-live-abcdefghijklmnopqrstuv",
+        "detail": "postgres://u:pw9@db/x",
+    }
+    await database_sync_to_async(Event.objects.create)(
+        run_id=run_id, name="progress", payload=payload, created_at=now
+    )
+    ws = follow(run_id)
+    assert (await ws.connect())[0]
+    sent = await ws.receive_json_from(timeout=TIMEOUT)
+    assert sent["data"] == {"stage": "enriching", "api_key": MASK, "detail": f"postgres://u:{MASK}@db/x"}
+    await ws.disconnect()
+
+
+async def test_access__the_list_needs_a_viewer_session_from_the_same_site(no_poll):
+    assert await close_code(run_list()) == 4403
     plain = await session_cookie("plain", staff=False)
-    user = WebsocketCommunicator(application, "/ws/runs/", headers=[(b"cookie", plain)])
-    assert await user.connect() == (False, 4403)
+    assert await close_code(run_list(plain)) == 4403
+    staff_only = await session_cookie("staff-only", staff=True, perms=())
+    assert await close_code(run_list(staff_only)) == 4403  # the admin refuses them too
     cookie = await session_cookie("staff", staff=True)
-    other_site = WebsocketCommunicator(
-        application,
-        "/ws/runs/",
-        headers=[(b"cookie", cookie), (b"origin", b"https://evil.example"), (b"host", b"testserver")],
-    )
-    assert await other_site.connect() == (False, 4403)
-    same_site = WebsocketCommunicator(
-        application,
-        "/ws/runs/",
-        headers=[(b"cookie", cookie), (b"origin", b"http://testserver"), (b"host", b"testserver")],
-    )
+    # Another host's page, even one in ALLOWED_HOSTS, cannot borrow the session.
+    other_host = [(b"origin", b"http://localhost"), (b"host", b"testserver")]
+    assert await close_code(run_list(cookie, headers=other_host)) == 4403
+    same_site = run_list(cookie)
     assert (await same_site.connect())[0]
     await same_site.disconnect()
+
+
+@pytest.mark.parametrize("origin", [b"https://evil.example", b"http://testserver.evil.example", None])
+async def test_access__origins_outside_allowed_hosts_are_refused_at_the_handshake(no_poll, origin):
+    """config/asgi.py's AllowedHostsOriginValidator: refused before any consumer runs (a browser
+    sees an HTTP 403), whatever the client holds; no Origin at all is refused too."""
+    run_id = await new_run("origin-1")
+    cookie = await session_cookie("staff", staff=True)
+    headers = [(b"host", b"testserver"), (b"cookie", cookie)] + ([(b"origin", origin)] if origin else [])
+    query = f"?token={access.run_stream_token(run_id)}"
+    for path in (f"/ws/runs/{run_id}/{query}", "/ws/runs/"):
+        connected, _ = await WebsocketCommunicator(application, path, headers=headers).connect(
+            timeout=TIMEOUT
+        )
+        assert not connected, path
 
 
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL (the Redis channel layer)")

@@ -8,23 +8,76 @@ import pytest
 
 from inspector.masking import MASK, is_secret_key, mask, mask_text, unmask
 
+# One table for keys and free text. A key case: ("key", key, secret?). A text case: ("text",
+# text, the secret that must go, or None: the text must come back unchanged).
+CASES = [
+    # secret keys, by word, pair or joined words, in any case and style
+    *[("key", k, True) for k in [
+        "api_key", "API_KEY", "apiKey", "x-api-key", "openai_api_key", "password", "db_password", "Passwd",
+        "secret", "client_secret", "token", "access_token", "refreshToken", "Authorization", "auth.token",
+        "cookie", "private_key", "privateKey", "PRIVATEKEY", "ssh-private-key", "passphrase", "key_passphrase",
+        "session_id", "sessionId", "sessionID", "SESSIONID", "jwt", "id_jwt", "otp", "otp_code", "pin", "PIN",
+        "pin_code", "pinCode", "ssn", "customer_ssn", "card_number", "cardNumber", "CardNumber", "auth",
+        "x-auth", "basic_auth", "creds", "db_creds", "credential", "credentials", "Pass-Word",
+    ]],
+    # ordinary keys: whole words only, token counters readable
+    *[("key", k, False) for k in [
+        "prompt_tokens", "completion_tokens", "total_tokens", "max_tokens", "keyboard", "monkey", "author",
+        "authored_by", "co-author", "secretary_name", "title", "key", "passage", "pinned", "spinner",
+        "is_pinned", "pinyin", "session", "session_count", "card", "number", "private", "opinion",
+        "tokenizer", "passport_country",
+    ]],
+    # free text: the secret goes
+    ("text", "HTTP 401 for Authorization: Bearer sk-abcdefgh12345678", "sk-abcdefgh12345678"),
+    ("text", "headers={'authorization': 'Basic dXNlcjpwYXNz'}", "dXNlcjpwYXNz"),
+    ("text", "connect failed: password=hunter2 host=db", "hunter2"),
+    ("text", '{"api_key": "abcd1234"}', "abcd1234"),
+    ("text", "GET /v1?token=abc123&page=2", "abc123"),
+    ("text", "key sk-proj-ABCDEFGHIJKLMNOPqrstuv leaked", "sk-proj-ABCDEFGHIJKLMNOPqrstuv"),
+    ("text", "Traceback ...\n  client_secret = 's3cr3t-value'\n", "s3cr3t-value"),
+    ("text", "could not connect to postgres://app:pa55word@db.internal:5432/prod", "pa55word"),
+    ("text", "redis://:r3dis-pw@cache:6379/0 refused", "r3dis-pw"),
+    ("text", "broker amqp://guest:p@ss@rabbit/ down", "p@ss"),
+    ("text", "DATABASE_URL='mysql://root:toor@localhost/db'", "toor"),
+    ("text", "private_key=-----BEGIN-KEY-abc", "-----BEGIN-KEY-abc"),
+    ("text", '{"passphrase": "correct horse battery"}', "correct horse battery"),
+    ("text", "login failed: session_id=9f8e7d6c", "9f8e7d6c"),
+    ("text", "sessionId: 'abc-123'", "abc-123"),
+    ("text", "verify jwt=eyJhbGciOiJIUzI1NiJ9.e30.sig", "eyJhbGciOiJIUzI1NiJ9.e30.sig"),
+    ("text", "otp: 493021 expired", "493021"),
+    ("text", "pin=0420 rejected", "0420"),
+    ("text", "ssn: 123-45-6789 on file", "123-45-6789"),
+    ("text", "card_number=4111 1111 1111 1111 declined", "1111 1111"),
+    ("text", "X-Auth: deadbeefcafe", "deadbeefcafe"),
+    ("text", "auth=admin:letmein", "admin:letmein"),
+    ("text", "creds: s3cr3tpair", "s3cr3tpair"),
+    ("text", "error: {\"detail\": \"password=hunter2\"}", "hunter2"),
+    # free text: nothing to hide, nothing changed
+    ("text", "used 120 prompt tokens", None),
+    ("text", "tokens: 5", None),
+    ("text", "step 'extract' timed out after 30s", None),
+    ("text", "the secretary signed", None),
+    ("text", "pinned: true, spinner=3, opinion: fine", None),
+    ("text", "author: Ann Lee; authored_by=ann", None),
+    ("text", "GET https://api.example.com:8443/v1/items?page=2 -> 503", None),
+    ("text", "see http://user@example.com/path and https://example.com/a@b", None),
+    ("text", "session: 42 minutes, card: visa", None),
+]  # fmt: skip
 
-@pytest.mark.parametrize(
-    "key",
-    ["api_key", "API_KEY", "apiKey", "x-api-key", "openai_api_key", "password", "db_password", "Passwd",
-     "secret", "client_secret", "token", "access_token", "refreshToken", "Authorization", "auth.token", "cookie"],
-)  # fmt: skip
-def test_secret_keys(key):
-    assert is_secret_key(key)
 
-
-@pytest.mark.parametrize(
-    "key",
-    ["prompt_tokens", "completion_tokens", "total_tokens", "max_tokens", "keyboard", "monkey", "author",
-     "secretary_name", "title", "key", "passage"],
-)  # fmt: skip
-def test_ordinary_keys(key):
-    assert not is_secret_key(key)
+@pytest.mark.parametrize(("kind", "given", "secret"), CASES, ids=[f"{k}:{g!r:.40}" for k, g, _ in CASES])
+def test_masking_table(kind, given, secret):
+    if kind == "key":
+        assert is_secret_key(given) is secret
+        masked = mask({given: "value-1", "keep": "me"})
+        assert masked == {given: MASK if secret else "value-1", "keep": "me"}
+        return
+    masked = mask_text(given)
+    if secret is None:
+        assert masked == given
+    else:
+        assert secret not in masked and MASK in masked
+        assert mask({"error": given}) == {"error": masked}  # values are free text too
 
 
 def test_mask__nested_values_and_whole_subtrees():
@@ -44,31 +97,6 @@ def test_mask__nested_values_and_whole_subtrees():
         "token": None,  # nothing to hide
     }
     assert value == original  # never modified in place
-
-
-@pytest.mark.parametrize(
-    ("text", "secret"),
-    [
-        ("HTTP 401 for Authorization: Bearer sk-abcdefgh12345678", "sk-abcdefgh12345678"),
-        ("headers={'authorization': 'Basic dXNlcjpwYXNz'}", "dXNlcjpwYXNz"),
-        ("connect failed: password=hunter2 host=db", "hunter2"),
-        ('{"api_key": "abcd1234"}', "abcd1234"),
-        ("GET /v1?token=abc123&page=2", "abc123"),
-        ("key sk-proj-ABCDEFGHIJKLMNOPqrstuv leaked", "sk-proj-ABCDEFGHIJKLMNOPqrstuv"),
-        ("Traceback ...\n  client_secret = 's3cr3t-value'\n", "s3cr3t-value"),
-    ],
-)
-def test_mask_text__secrets_in_free_text(text, secret):
-    masked = mask_text(text)
-    assert secret not in masked and MASK in masked
-
-
-@pytest.mark.parametrize(
-    "text",
-    ["used 120 prompt tokens", "tokens: 5", "step 'extract' timed out after 30s", "the secretary signed"],
-)
-def test_mask_text__ordinary_text_unchanged(text):
-    assert mask_text(text) == text
 
 
 def test_mask__scalars_pass_through():

@@ -119,3 +119,17 @@ def test_a_slow_step_in_progress_shows_its_running_attempt_after_the_backoff():
         ("running", 50.0, 50.0),
     ]
     assert row.note == "attempt 2 running"
+
+
+def test_a_lost_attempt__drawn_as_lost_then_the_gap_until_the_next_attempt():
+    entries = [
+        EntrySpan(id=1, name="publish", kind="step", status="completed", started_at=at(0), finished_at=at(50),
+                  attempts=[attempt(1, 0, 30, "lost"), attempt(2, 40, 50, "ok")]),
+    ]  # fmt: skip
+    (row,) = build_timeline(entries, start=T0, end=at(50), now=at(60)).rows
+    assert [(s.kind, s.left, s.width) for s in row.segments] == [
+        ("lost", 0.0, 60.0),
+        ("backoff", 60.0, 20.0),
+        ("ok", 80.0, 20.0),
+    ]
+    assert "attempt 1: lost" in row.segments[0].title

@@ -130,9 +130,13 @@ LOOK = textwrap.dedent(
 
 
     async def follow():
+        from inspector.access import run_stream_token
         from mysite.asgi import application
 
-        scope = {"type": "websocket", "path": f"/ws/runs/{run_id}/", "query_string": b"", "headers": []}
+        # As a client given the run's stream token would, from a page on an allowed host.
+        token = run_stream_token(run_id).encode()
+        headers = [(b"origin", b"http://testserver"), (b"host", b"testserver")]
+        scope = {"type": "websocket", "path": f"/ws/runs/{run_id}/", "query_string": b"token=" + token, "headers": headers}
         ws = ApplicationCommunicator(application, {**scope, "subprotocols": []})
         await ws.send_input({"type": "websocket.connect"})
         received = [await ws.receive_output(10), await ws.receive_output(10)]
@@ -243,7 +247,7 @@ def test_the_wheel_holds_the_two_apps_with_migrations_templates_and_static_files
     }
     assert "Requires-Python: >=3.11" in metadata
     assert {"django<7,>=5.2", "django-ninja<2,>=1.6", "channels<5,>=4.2"} <= requires
-    assert "psycopg[binary]<4,>=3.1.8; extra == 'postgres'" in requires
+    assert "psycopg[binary,pool]<4,>=3.1.8; extra == 'postgres'" in requires
     assert "channels-redis<5,>=4.2; extra == 'redis'" in requires
     assert not [r for r in requires if r.startswith(("httpx", "daphne", "dj-database-url"))]
 

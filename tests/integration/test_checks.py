@@ -84,12 +84,24 @@ def test_w001__the_old_flat_settings_are_no_longer_read():
         ({"POLL_SECONDS": -1}, 'POLL_SECONDS"] must be a positive number'),
         ({"LEASE_SECONDS": 10, "HEARTBEAT_SECONDS": 10}, "must be shorter than"),
         ({"HEARTBEAT_SECONDS": 45}, '(45) must be shorter than WORKFLOWS["LEASE_SECONDS"] (30)'),
+        ({"RUN_STREAM_TOKEN_SECONDS": 0}, 'RUN_STREAM_TOKEN_SECONDS"] must be a positive number'),
     ],
 )
 def test_e007__durations(given, expected):
     with override_settings(WORKFLOWS={"REGISTRIES": ["jobs.workflows.registry"], **given}):
         [error] = checks.check_settings()
     assert error.id == "workflows.E007" and expected in error.msg
+
+
+@pytest.mark.parametrize("mode", ["token", "session", "open"])
+def test_e009__run_stream_auth_takes_three_modes(mode):
+    with override_settings(WORKFLOWS={"REGISTRIES": ["jobs.workflows.registry"], "RUN_STREAM_AUTH": mode}):
+        assert checks.check_settings() == []
+    with override_settings(
+        WORKFLOWS={"REGISTRIES": ["jobs.workflows.registry"], "RUN_STREAM_AUTH": mode.upper()}
+    ):
+        [error] = checks.check_settings()
+    assert error.id == "workflows.E009" and f"not {mode.upper()!r}" in error.msg
 
 
 def test_e008__registries_must_be_a_list_of_paths():

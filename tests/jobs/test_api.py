@@ -55,7 +55,13 @@ def test_get__the_job_with_its_run_status_and_state(client):
     assert response.status_code == 200
     body = response.json()
     run = Run.objects.get(workflow="aiJob")
-    assert body == {"jobId": job_id, "runId": str(run.id), "status": run.status, "state": run.state}
+    assert body == {
+        "jobId": job_id,
+        "runId": str(run.id),
+        "status": run.status,
+        "state": run.state,
+        "streamToken": body["streamToken"],  # tests/jobs/test_access.py checks it
+    }
     assert body["state"]["stage"] == "queued"
 
 

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from jobs.processes import BASE_DIR, Child, wait_until
 from jobs.submission import job_submit, jobs_client
 from tests.support import free_port, test_database_url
-from workflows.models import Entry, Run
+from workflows.models import Attempt, Entry, Run
 
 from .conftest import SAMPLE, SAMPLE_COMPANIES
 
@@ -95,6 +95,10 @@ def test_runner_killed_during_summarize__resumes_without_repeating_extract_or_cr
     first = start_runner()
     job_id = job_submit({"title": "Discovery call", "transcript": SAMPLE}).job_id
     wait_until(lambda: demo.counts().get("summarize") == 1, timeout=DEADLINE, what="summarize", child=first)
+    wait_until(
+        lambda: Entry.objects.filter(run=job_run(job_id), name="summarize", status="running").exists(),
+        timeout=DEADLINE, what="summarize shown running", child=first,
+    )  # fmt: skip
 
     first.kill()  # SIGKILL, mid-step
     done = {e.name for e in Entry.objects.filter(run=job_run(job_id), status="completed")}
@@ -109,8 +113,12 @@ def test_runner_killed_during_summarize__resumes_without_repeating_extract_or_cr
     assert len(demo.posts()) == 1
     steps = Entry.objects.filter(run=run, kind="step", superseded=False)
     assert {e.name: e.attempts for e in steps} == {
-        "extract": 1, "enrich-0": 1, "enrich-1": 1, "enrich-2": 1, "summarize": 1, "publish": 1,
+        "extract": 1, "enrich-0": 1, "enrich-1": 1, "enrich-2": 1, "summarize": 2, "publish": 1,
     }  # fmt: skip
+    # The attempt the kill cut off is on record, with the runner that held it; the rerun followed it.
+    lost, ok = Attempt.objects.filter(entry__run=run, entry__name="summarize").order_by("number")
+    assert (lost.outcome, ok.outcome) == ("lost", "ok")
+    assert "stopped responding" in lost.error["message"]
 
 
 def test_jobs_submit_follow__prints_stages_retries_and_the_final_state(demo, start_runner, tmp_path):

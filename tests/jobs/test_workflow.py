@@ -4,9 +4,12 @@ against the demo services through an httpx MockTransport. On SQLite and PostgreS
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from jobs.submission import job_submit, jobs_client
 from jobs.workflows import registry
+from workflows.core.idempotency import step_idempotency_key
+from workflows.core.records import Audit
 from workflows.models import Attempt, Entry
 from workflows.testing import run_until_idle
 
@@ -50,7 +53,9 @@ def test_job__runs_to_published_with_exactly_one_post(demo):
     assert [c["name"] for c in run.state["companies"]] == SAMPLE_COMPANIES
     assert run.state["summary"].startswith("Brief: Discovery call.")
     (post,) = demo.posts.values()  # exactly one
-    assert post["idempotencyKey"] == job_id
+    # The publish step's own idempotency key (stable across its attempts, new after a replay).
+    run_id = run.id
+    assert post["idempotencyKey"] == step_idempotency_key(run_id, 0, "", "publish")
     assert demo.calls == {"extract": 1, "crm": 3, "summarize": 1, "cms": 1}
     assert [stage for stage, _ in progress(job_id)] == [
         "extracting", "enriching", "enriching", "enriching", "summarizing", "publishing", "published",
@@ -152,6 +157,24 @@ def test_job__a_lost_cms_response_is_retried_without_a_second_post(demo):
     assert demo.calls["cms"] == 2
     assert len(demo.posts) == 1
     assert run.state["url"] == "http://demo.test/cms/posts/1"
+
+
+def test_job__an_operators_replay_of_publish_posts_again_under_a_new_key(demo):
+    job_id = start_job()
+    run = finish(job_id)
+    (first,) = demo.posts.values()
+
+    publish = steps(job_id)["publish"]
+    jobs_client().store.replay(
+        run.id, publish.id, audit=Audit(actor="ops:ada", reason="fixed"), now=timezone.now()
+    )
+    again = finish(job_id)
+
+    assert again.status == "completed"
+    assert len(demo.posts) == 2  # the replay reached the CMS: a new request, not the old answer
+    keys = [p["idempotencyKey"] for p in demo.posts.values()]
+    assert keys == [first["idempotencyKey"], step_idempotency_key(run.id, 1, "", "publish")]
+    assert again.state["url"] != run.state["url"]
 
 
 def test_job__exhausted_retries_mark_the_job_failed(demo):

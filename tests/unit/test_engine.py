@@ -587,7 +587,9 @@ async def test_crash_mid_step__a_running_record_resumes_as_the_next_attempt(h):
     h.wake_early(run.id)
     h.steal_lease(run.id, "")
     await h.run(reg)
-    assert calls == [1] and (await handle.ainfo()).result == 1
+    # the cut attempt is recorded as lost; the rerun is attempt 2
+    assert calls == [2] and (await handle.ainfo()).result == 2
+    assert [a.outcome for a in h.attempts(handle.run_id, "call")] == ["lost", "ok"]
 
 
 async def test_runner__survives_a_store_outage_and_goes_on(h, monkeypatch):

@@ -1,4 +1,15 @@
-"""Turning values into recordable JSON, with errors that name what failed."""
+"""Turning values into recordable JSON, with errors that name what failed.
+
+What PostgreSQL cannot store is refused here, once, for every entry point (step outputs, state,
+messages, events, run keys, operators' reasons, edited inputs), on both stores alike:
+
+- text holding NUL (`\\u0000`): neither `text` nor `jsonb` can hold it;
+- text holding a lone surrogate (a code point U+D800-U+DFFF, e.g. JSON `"\\ud83d"` without its
+  pair): it has no UTF-8 encoding (a JSON pair such as `"\\ud83d\\ude00"` decodes to one proper
+  character and is fine);
+- JSON nested more than `MAX_DEPTH` arrays and objects deep: beyond it parsers (Python's, the
+  database's) run out of stack.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +19,27 @@ from typing import Any
 
 from .exceptions import NotRecordable
 
-# A JSON-escaped NUL: \u0000 after an even number of backslashes (so not the text "\\u0000").
-_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+MAX_DEPTH = 100
+"""The deepest nesting of arrays and objects a recorded value may have (a scalar is depth 0)."""
+
+_UNSTORABLE_CHAR = re.compile("[\x00\ud800-\udfff]")
 
 
 def dumps(value: Any, what: str) -> str:
-    """Serialize `value` strictly (no NaN, no objects); `what` names the culprit in the error."""
+    """Serialize `value` strictly (no NaN, no objects, nothing PostgreSQL cannot store); `what`
+    names the culprit in the error."""
     try:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except RecursionError:
+        raise NotRecordable(f"{what} is nested more than {MAX_DEPTH} levels deep") from None
     except (TypeError, ValueError) as exc:
         raise NotRecordable(f"{what} is not JSON-serializable: {exc}") from None
-    if "\\u0000" in text and _ESCAPED_NUL.search(text):  # jsonb cannot store NUL: refuse it everywhere
-        raise NotRecordable(f"{what} contains a NUL character (\\u0000), which cannot be stored")
+    # Cheap tests on the text first; only a hit walks the value (json.dumps escapes NUL and every
+    # surrogate, so "\\u0000" / "\\ud" are in the text whenever one is in the value).
+    if "\\u0000" in text or "\\ud" in text or text.count("[") + text.count("{") > MAX_DEPTH:
+        problem = unstorable(value)
+        if problem is not None:
+            raise NotRecordable(f"{what} {problem}")
     return text
 
 
@@ -28,21 +48,56 @@ def normalize(value: Any, what: str) -> Any:
     return json.loads(dumps(value, what))
 
 
-def contains_nul(value: Any) -> bool:
-    """True when a string anywhere in `value` (keys included) holds NUL, which PostgreSQL cannot
-    store in text or jsonb. Iterative: a deeply nested value cannot overflow the stack."""
-    stack = [value]
+def unstorable(value: Any) -> str | None:
+    """Why PostgreSQL could not store `value` (a string, or JSON-like data walked keys included),
+    as the end of a sentence ("contains a NUL character ..."); None when it can. Iterative: a
+    deeply nested value cannot overflow the stack."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, str):
-            if "\x00" in item:
+            found = _UNSTORABLE_CHAR.search(item)
+            if found is not None:
+                return _describe(found.group())
+        elif isinstance(item, dict | list | tuple):
+            if depth >= MAX_DEPTH:
+                return f"is nested more than {MAX_DEPTH} levels deep"
+            if isinstance(item, dict):
+                stack.extend((k, depth) for k in item.keys())
+                stack.extend((v, depth + 1) for v in item.values())
+            else:
+                stack.extend((v, depth + 1) for v in item)
+    return None
+
+
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """True when arrays and objects in `value` nest more than `limit` levels. Iterative."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if depth >= limit:
                 return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((v, depth + 1) for v in children)
     return False
 
 
-NUL_REFUSED = "text must not contain the NUL character (\\u0000)"
+def check_text(text: str, what: str) -> str:
+    """`text` itself when PostgreSQL can store it; NotRecordable naming `what` otherwise."""
+    problem = unstorable(text)
+    if problem is not None:
+        raise NotRecordable(f"{what} {problem}")
+    return text
+
+
+def storable_text(text: str) -> str:
+    """`text` with what PostgreSQL cannot store written as escapes (`\\u0000`, `\\ud83d`): for
+    diagnostics (an exception's message) that must be recorded rather than refused."""
+    return _UNSTORABLE_CHAR.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _describe(char: str) -> str:
+    if char == "\x00":
+        return "contains a NUL character (\\u0000), which cannot be stored"
+    return f"contains a lone surrogate (\\u{ord(char):04x}), which cannot be stored as text"

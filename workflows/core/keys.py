@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from .exceptions import InvalidKey
-from .jsonvalue import contains_nul
+from .jsonvalue import unstorable
 
 
 def validate_key(key: Any) -> list[str]:
@@ -19,8 +19,9 @@ def validate_key(key: Any) -> list[str]:
     bad = [k for k in key if not isinstance(k, str)]
     if bad:
         raise InvalidKey(f"a run key must be a list of strings; {bad[0]!r} is a {type(bad[0]).__name__}")
-    if contains_nul(key):
-        raise InvalidKey("a run key must not contain NUL characters")
+    problem = unstorable(key)  # NUL or a lone surrogate: PostgreSQL could not store the key
+    if problem is not None:
+        raise InvalidKey(f"a run key {problem}")
     return list(key)
 
 

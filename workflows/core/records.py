@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .jsonvalue import check_text
+
 
 class RunStatus(StrEnum):
     PENDING = "pending"  # runnable now (new, or released by a stopping runner)
@@ -48,6 +50,7 @@ class Outcome(StrEnum):
     ERROR = "error"
     TIMEOUT = "timeout"
     CRITICAL = "critical"
+    LOST = "lost"  # cut off by a crash, a stop or a store failure: recorded by the run's next execution
 
 
 class AuditAction(StrEnum):
@@ -55,6 +58,8 @@ class AuditAction(StrEnum):
     RETRY_NOW = "retry_now"
     CANCEL = "cancel"
     SEND = "send"
+    # An action refused for want of its permission: nothing changed; its details name the attempt.
+    REFUSED = "refused"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +77,12 @@ class RunRecord:
     lease_owner: str = ""
     cancel_requested: bool = False
     fresh: bool = False  # claimed for the first time: it has no history yet
+    # Claimed from a runner that died or was cut off mid-execution (its lease lapsed, the store
+    # failed under it, or it stopped mid-step): an attempt of that execution may have been lost.
+    taken_over: bool = False
+    previous_owner: str = ""  # when taken over: the runner that held it ...
+    lease_lapsed_at: dt.datetime | None = None  # ... and when its lease ran out
+    epoch: int = 0  # operator replays so far: part of every step's idempotency key
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +122,41 @@ class EventRecord:
     name: str
     payload: Any
     created_at: dt.datetime
+    step: str = ""  # the step that broadcast it ("" for the body and on_error) ...
+    attempt: int | None = None  # ... and which attempt of it
+    lost: bool = False  # broadcast by an attempt that a crash or a store failure cut off
+
+    def as_json(self) -> dict[str, Any]:
+        """The one shape clients read (WebSocket, API, client): `step`/`attempt` only for a
+        step's events, `lost` only when true."""
+        out: dict[str, Any] = {"id": self.id, "event": self.name, "data": self.payload}
+        if self.step:
+            out["step"], out["attempt"] = self.step, self.attempt
+        if self.lost:
+            out["lost"] = True
+        return out
+
+
+def lost_attempt_error(reason: str, lost_at: dt.datetime) -> dict[str, Any]:
+    """The error recorded for an attempt that a crash, a stop or a store failure cut off."""
+    return {
+        "name": "AttemptLost",
+        "message": f"{reason}; the step runs again",
+        "lost_at": lost_at.isoformat(),
+    }
+
+
+LOST_EVENTS = "$lost"  # an event naming events of a lost attempt: `{"events": [ids], "step": ...}`
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventOrigin:
+    """The step attempt that broadcast an event while it ran: an attempt that never recorded an
+    outcome (its runner crashed, the store failed) is known by it."""
+
+    scope: str
+    step: str
+    attempt: int
 
 
 # --- What the engine asks a store to write, in one transaction -----------------------------------
@@ -174,7 +220,8 @@ class Transition:
 class Commit:
     entries: list[tuple[EntryWrite, AttemptWrite | None]] = field(default_factory=list)
     state: dict[str, Any] | None = None  # the new state (a snapshot), only when it changed
-    events: list[tuple[str, Any]] = field(default_factory=list)
+    events: list[tuple[str, Any]] = field(default_factory=list)  # the body's, on_error's: once each
+    live_events: list[tuple[str, Any, EventOrigin]] = field(default_factory=list)  # from running steps
     messages: list[OutgoingMessage] = field(default_factory=list)
     complete: list[tuple[int, Any]] = field(default_factory=list)  # (message id, response)
     prune: list[str] = field(default_factory=list)  # scopes to delete, with the scopes under them
@@ -193,6 +240,12 @@ class Audit:
 
     actor: str
     reason: str = ""
+
+    def __post_init__(self) -> None:
+        # Refused when it is made, so every store and every caller (API, admin, CLI) refuses
+        # text PostgreSQL cannot store before the repair writes anything.
+        check_text(self.actor, "the operator's name")
+        check_text(self.reason, "the reason")
 
 
 @dataclass(frozen=True, kw_only=True)

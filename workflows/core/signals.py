@@ -6,7 +6,9 @@
     │   └── Frontier   a dry run (checkreplay) reached the first entry that would run
     ├── Cancelled      an operator cancelled the run: compensate, then end cancelled
     ├── Interrupted    the runner is stopping: hand the run back at its next entry
-    └── Aborted        the lease was lost: another runner owns the run; write nothing more
+    ├── Aborted        the lease was lost: another runner owns the run; write nothing more
+    └── Abandoned      the store failed (connection lost, server restarting): stop as if the
+                       runner had crashed here; the runner resumes the run when the store is back
 """
 
 from __future__ import annotations
@@ -42,3 +44,7 @@ class Interrupted(Unwind):
 
 class Aborted(Unwind):
     pass
+
+
+class Abandoned(Unwind):
+    """Never a run's failure: what was committed stays, what was not is done again."""

@@ -11,14 +11,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from .exceptions import StepFailed
+from .jsonvalue import storable_text
 
 
 def error_info(exc: BaseException) -> dict[str, Any]:
-    """An exception as recorded: its name, message and traceback (and a failed step's kind)."""
+    """An exception as recorded: its name, message and traceback (and a failed step's kind).
+    NUL and lone surrogates in its text are written as escapes: a step's error is recorded, not
+    refused, however odd the text it carries."""
     info: dict[str, Any] = {
         "name": type(exc).__name__,
-        "message": str(exc),
-        "traceback": "".join(traceback.format_exception(exc)),
+        "message": storable_text(str(exc)),
+        "traceback": storable_text("".join(traceback.format_exception(exc))),
     }
     if isinstance(exc, StepFailed):
         info["step"], info["kind"] = exc.step_name, exc.kind

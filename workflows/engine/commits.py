@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.clock import Clock
-from ..core.exceptions import LeaseLost, WorkflowError
+from ..core.exceptions import LeaseLost, StoreUnavailable, WorkflowError
 from ..core.jsonvalue import dumps
-from ..core.records import Commit, CommitResult, EntryRecord, EntryWrite
+from ..core.records import Commit, CommitResult, EntryRecord, EntryWrite, EventOrigin
 from ..core.replay import History
-from ..core.signals import Aborted
+from ..core.signals import Abandoned, Aborted
 from ..storage.base import Store
 
 
@@ -44,7 +44,8 @@ class CommitPipeline:
         self._pending = Commit()
         self._on_commit = on_commit
         self._lock = asyncio.Lock()
-        self._live_events: list[tuple[str, Any]] = []
+        self._broken = False  # a write failed in the store: this execution writes nothing more
+        self._live_events: list[tuple[str, Any, EventOrigin]] = []
         self._live_flusher: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
@@ -79,7 +80,10 @@ class CommitPipeline:
     async def commit(self, commit: Commit) -> CommitResult:
         """Flush pending writes with `commit`, in one transaction. One commit of a run at a time,
         its state read under the lock: concurrent branches never store an older state after a
-        newer one, whatever thread the store runs each commit in. A lost lease raises Aborted."""
+        newer one, whatever thread the store runs each commit in. A lost lease raises Aborted; a
+        store that failed (connection lost, server restarting) raises Abandoned."""
+        if self._broken:
+            raise Abandoned()
         async with self._lock:
             return await self._commit_locked(commit)
 
@@ -99,6 +103,10 @@ class CommitPipeline:
             )
         except LeaseLost:
             raise Aborted() from None
+        except StoreUnavailable as exc:
+            # Whether the write landed is unknown: the next execution reads the history again.
+            self._broken = True
+            raise Abandoned() from exc
         except WorkflowError:  # refused as a whole (a message to a finished run): nothing was written
             self._restore_pending(pending)
             raise
@@ -124,17 +132,20 @@ class CommitPipeline:
 
     # --- events a step broadcasts, stored at once -------------------------------------------------
 
-    def broadcast_live(self, event: str, payload: Any) -> None:
+    def broadcast_live(self, event: str, payload: Any, origin: EventOrigin) -> None:
         """From a step (async, or sync in a worker thread): store the event now, in a commit of
         its own, so followers see progress during a slow call rather than after it. Events are
-        observations: they stay even when the attempt then fails."""
+        observations: they stay even when the attempt then fails. An attempt that never records
+        an outcome (its runner crashed, the store failed) is cut off: before the run executes
+        again, the store records it as lost and marks its events lost (`origin` says which
+        attempt sent them)."""
         if threading.get_ident() == self._loop_thread:
-            self._queue_live(event, payload)
+            self._queue_live(event, payload, origin)
         else:
-            self._loop.call_soon_threadsafe(self._queue_live, event, payload)
+            self._loop.call_soon_threadsafe(self._queue_live, event, payload, origin)
 
-    def _queue_live(self, event: str, payload: Any) -> None:
-        self._live_events.append((event, payload))
+    def _queue_live(self, event: str, payload: Any, origin: EventOrigin) -> None:
+        self._live_events.append((event, payload, origin))
         if self._live_flusher is None or self._live_flusher.done():
             self._live_flusher = asyncio.create_task(self._flush_live_events())
 
@@ -142,8 +153,8 @@ class CommitPipeline:
         while self._live_events:
             batch, self._live_events = self._live_events, []
             try:
-                await self.commit(Commit(events=batch))
-            except Aborted:  # the lease is gone: the step's own commit will find out
+                await self.commit(Commit(live_events=batch))
+            except (Aborted, Abandoned):  # the step's own commit will find out
                 return
 
     async def drain_live_events(self) -> None:

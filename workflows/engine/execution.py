@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.clock import Clock
-from ..core.exceptions import BadInput, DuplicateEntryName, HistoryDiverged, NotRecordable, StepFailed
+from ..core.exceptions import (
+    BadInput,
+    DuplicateEntryName,
+    HistoryDiverged,
+    NotRecordable,
+    StepFailed,
+    StoreUnavailable,
+)
 from ..core.jsonvalue import normalize
 from ..core.keys import validate_key
 from ..core.records import (
@@ -29,13 +36,15 @@ from ..core.records import (
     EntryKind,
     EntryRecord,
     EntryWrite,
+    EventOrigin,
+    MessageRecord,
     OutgoingMessage,
     RunRecord,
     RunStatus,
     Transition,
 )
 from ..core.replay import Decision, History
-from ..core.signals import Aborted, Cancelled, Frontier, Interrupted, Suspend, Unwind
+from ..core.signals import Abandoned, Aborted, Cancelled, Frontier, Interrupted, Suspend, Unwind
 from ..core.values import ErrorEvent, WorkflowErrorInfo, error_info
 from ..storage.base import Store
 from .commits import CommitPipeline
@@ -61,7 +70,7 @@ LEAF_KINDS = (EntryKind.STEP, EntryKind.SLEEP, EntryKind.QUEUE)  # entries that 
 class Ended:
     """How an execution ended (not how one attempt of a step did: that is core.records.Outcome)."""
 
-    status: str  # completed | failed | waiting | cancelled | released | lost
+    status: str  # completed | failed | waiting | cancelled | released | lost | abandoned
     wake_at: dt.datetime | None = None
 
 
@@ -129,6 +138,8 @@ class Execution:
             return await self._end(Transition(status=RunStatus.PENDING, wake_at=self.clock.now()), "released")
         except Aborted:
             return Ended("lost")
+        except Abandoned:
+            return Ended("abandoned")
         except Cancelled:  # raised again while compensating: already compensating, just end
             return await self._end(Transition(status=RunStatus.CANCELLED), "cancelled")
         return await self._end(Transition(status=RunStatus.COMPLETED, result=result), "completed")
@@ -161,6 +172,8 @@ class Execution:
             await self.commit(Commit(transition=transition))
         except Aborted:
             return Ended("lost")
+        except Abandoned:
+            return Ended("abandoned")
         return Ended(status, wake_at)
 
     async def _fail(self, exc: BaseException) -> Ended:
@@ -181,6 +194,8 @@ class Execution:
             await self.commit(commit)
         except Aborted:
             return Ended("lost")
+        except Abandoned:
+            return Ended("abandoned")
         return Ended("failed")
 
     # --- the interface of the primitives ----------------------------------------------------------
@@ -239,6 +254,14 @@ class Execution:
             raise self._frontier("a new record")
         return self.pipeline.commit(commit)
 
+    async def available_messages(self, queues: list[str] | None, limit: int) -> list[MessageRecord]:
+        """The run's unconsumed messages on `queues` (a read inside the body: a store failure
+        abandons the execution rather than failing the run)."""
+        try:
+            return await self.store.aavailable_messages(self.run.id, queues, limit)
+        except StoreUnavailable as exc:
+            raise Abandoned() from exc
+
     def add_pending(self, write: EntryWrite) -> None:
         """An entry (a marker, a wait) written with the next commit."""
         self.pipeline.add_pending(write)
@@ -261,8 +284,8 @@ class Execution:
         if not self.history.replaying(scope):
             self.pipeline.add_pending_event(event, payload)
 
-    def broadcast_live(self, event: str, payload: Any) -> None:
-        self.pipeline.broadcast_live(event, self.validate_event(event, payload))
+    def broadcast_live(self, event: str, payload: Any, origin: EventOrigin) -> None:
+        self.pipeline.broadcast_live(event, self.validate_event(event, payload), origin)
 
     def validate_event(self, event: str, payload: Any) -> Any:
         spec = self.definition.event_spec(event, self.run.workflow)

@@ -65,7 +65,7 @@ async def _wait_then_run(ex: Execution, scope: str, fn: Branch, suspend: Any) ->
             break
         if suspend.wait_queues is not None:
             queues = list(suspend.wait_queues) or None
-            if await ex.store.aavailable_messages(ex.run.id, queues, 1):
+            if await ex.available_messages(queues, 1):
                 break
         delay = BRANCH_WAIT_POLL
         if suspend.wake_at is not None:

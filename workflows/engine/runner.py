@@ -14,13 +14,15 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from ..core.clock import Clock
+from ..core.exceptions import StoreUnavailable
 from ..core.records import Commit, RunRecord
 from ..storage.base import Store
 from . import defaults
 from .definition import Registry
-from .execution import Execution
+from .execution import Ended, Execution
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +33,7 @@ UNTIL_IDLE_HORIZON = 2.0  # seconds: --until-idle waits for runs due this soon (
 SHUTDOWN_GRACE = 30.0  # seconds: how long a stopping runner lets running steps finish
 STORE_RETRY_BASE = 0.5  # seconds: first pause after the store failed, doubling ...
 STORE_RETRY_MAX = 30.0  # seconds: ... up to this
+RUN_RETRY_MAX = 2.0  # seconds: an abandoned run is tried again at least this often
 
 
 class Runner:
@@ -167,34 +170,96 @@ class Runner:
         return min(until_check, max(0.0, (self._timers[0] - self.clock.now()).total_seconds()))
 
     async def _execute(self, run: RunRecord) -> None:
+        """Execute a claimed run. When the store fails mid-way (connection lost, server
+        restarting) the execution is abandoned as if this runner had crashed there; the run is
+        not failed: this runner, still holding the lease, executes it again as soon as the store
+        answers, from the history that did land. Another runner takes over if the lease lapses."""
+        failures = 0
         try:
-            history = [] if run.fresh else await self.store.aload_history(run.id)
-            execution = Execution(
-                run=run,
-                definition=self.registry.for_run(run.workflow, run.version),
-                registry=self.registry,
-                history=history,
-                store=self.store,
-                clock=self.clock,
-                owner=self.owner,
-                on_commit=lambda commit: self._on_commit(run.id, commit),
-                sync_step_runner=defaults.sync_step_runner(),
-            )
-            execution.interrupt_requested = self._stopping
-            self._executions[run.id] = execution
-            outcome = await execution.execute()
-            if outcome.wake_at is not None:
-                heapq.heappush(self._timers, outcome.wake_at)
-            logger.debug("run %s: %s", run.id, outcome.status)
+            while True:
+                try:
+                    outcome = await self._execute_once(run)
+                except StoreUnavailable:
+                    outcome = Ended("abandoned")
+                if outcome.status != "abandoned" or self._stopping:
+                    break
+                failures += 1
+                delay = min(RUN_RETRY_MAX, STORE_RETRY_BASE * 2 ** (failures - 1))
+                logger.warning("run %s: the store failed mid-execution; resuming it in %.1fs", run.id, delay)
+                await asyncio.sleep(delay)
+                resumed = await self._retake(run.id)
+                if resumed is None:
+                    break
+                run = resumed
         except asyncio.CancelledError:
             raise
         except Exception:
-            # A store failure (database gone): the lease lapses and a runner retries the run later.
             logger.exception("run %s: execution failed; its lease will lapse", run.id)
         finally:
             self._executions.pop(run.id, None)
             self._tasks.pop(run.id, None)
             self._poke()
+
+    async def _execute_once(self, run: RunRecord) -> Ended:
+        if run.taken_over:  # the last execution was cut off: record what it lost first
+            await self.store.arecover_cut_attempts(
+                run.id,
+                owner=self.owner,
+                reason=_cut_off_by(run),
+                lost_at=run.lease_lapsed_at,
+                now=self.clock.now(),
+            )
+        history = [] if run.fresh else await self.store.aload_history(run.id)
+        execution = Execution(
+            run=run,
+            definition=self.registry.for_run(run.workflow, run.version),
+            registry=self.registry,
+            history=history,
+            store=self.store,
+            clock=self.clock,
+            owner=self.owner,
+            on_commit=lambda commit: self._on_commit(run.id, commit),
+            sync_step_runner=defaults.sync_step_runner(),
+        )
+        execution.interrupt_requested = self._stopping
+        self._executions[run.id] = execution
+        try:
+            outcome = await execution.execute()
+        finally:
+            self._executions.pop(run.id, None)
+        if outcome.wake_at is not None:
+            heapq.heappush(self._timers, outcome.wake_at)
+        logger.debug("run %s: %s", run.id, outcome.status)
+        return outcome
+
+    async def _retake(self, run_id: str) -> RunRecord | None:
+        """After the store failed: the run as stored now (its state moved with what did land) if
+        this runner still holds its lease, which is renewed on the way; None when the run is no
+        longer ours (its lease lapsed and another runner took it, or it has ended). Waits while
+        the store is still away."""
+        failures = 0
+        while not self._stopping:
+            try:
+                held = await self.store.aheartbeat(
+                    owner=self.owner, run_ids=[run_id], lease_seconds=self.lease_seconds, now=self.clock.now()
+                )
+                if run_id not in held:
+                    logger.warning("run %s: no longer held by this runner after the store failed", run_id)
+                    return None
+                run = await self.store.aget_run(run_id)
+            except StoreUnavailable:
+                failures += 1
+                await asyncio.sleep(min(RUN_RETRY_MAX, STORE_RETRY_BASE * 2**failures))
+                continue
+            return replace(
+                run,
+                fresh=False,
+                taken_over=True,
+                previous_owner="",  # this runner: the store failed under it
+                lease_lapsed_at=self.clock.now(),
+                cancel_requested=run.cancel_requested or held[run_id],
+            )
+        return None
 
     def _on_commit(self, run_id: str, commit: Commit) -> None:
         if commit.messages:
@@ -248,3 +313,11 @@ class Runner:
                 task.cancel()
             await asyncio.gather(*still, return_exceptions=True)
             await self.store.arelease(owner=self.owner, run_ids=ids, now=self.clock.now())
+
+
+def _cut_off_by(run: RunRecord) -> str:
+    """Why the attempts of a run's last execution were cut off, for the lost attempts' record."""
+    if not run.previous_owner:
+        return "the database failed under the runner"
+    lapsed = f" (its lease lapsed at {run.lease_lapsed_at:%H:%M:%S} UTC)" if run.lease_lapsed_at else ""
+    return f"runner {run.previous_owner} stopped responding{lapsed}"

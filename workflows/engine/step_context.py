@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from ..core.records import OutgoingMessage
+from ..core.idempotency import step_idempotency_key
+from ..core.records import EventOrigin, OutgoingMessage
 
 if TYPE_CHECKING:
     from .execution import Execution
@@ -14,9 +15,10 @@ if TYPE_CHECKING:
 class StepContext:
     """`step`: what a step body sees. Its state is a private copy, kept only if the attempt succeeds."""
 
-    def __init__(self, execution: Execution, name: str, input: Any, attempt: int) -> None:
+    def __init__(self, execution: Execution, name: str, input: Any, attempt: int, scope: str = "") -> None:
         self._ex = execution
         self.name = name
+        self.scope = scope
         self.input = input
         self.attempt = attempt
         self._state: dict[str, Any] | None = None  # copied on first use: most steps never touch it
@@ -50,9 +52,19 @@ class StepContext:
     def key(self) -> tuple[str, ...]:
         return tuple(self._ex.run.key)
 
+    @property
+    def idempotency_key(self) -> str:
+        """Pass it to external APIs: the same for every attempt and crash-restart of this step's
+        record, new when an operator replays this step or one before it."""
+        run = self._ex.run
+        return step_idempotency_key(run.id, run.epoch, self.scope, self.name)
+
     def broadcast(self, event: str, payload: Any = None) -> None:
-        """Push an event at once (stored and sent while the step still runs)."""
-        self._ex.broadcast_live(event, payload)
+        """Push an event at once (stored and sent while the step still runs), marked with this
+        attempt: if a crash cuts the attempt off, the event is marked lost before the step reruns."""
+        self._ex.broadcast_live(
+            event, payload, EventOrigin(scope=self.scope, step=self.name, attempt=self.attempt)
+        )
 
 
 class StepQueue:

@@ -68,9 +68,13 @@ async def step(
         raise Suspend(decision.until)  # its backoff is not over (an early wake)
 
     attempt, input = decision.attempt, decision.input
+    if attempt > policy.max_retries + 1:  # cut-off (lost) attempts used up its retries
+        await _give_up_after_lost_attempts(
+            ex, scope, name, decision.position, decision.entry_id, input, attempt
+        )
     started = ex.clock.now()
     first_started = decision.started_at or started
-    step_ctx = StepContext(ex, name, input, attempt)
+    step_ctx = StepContext(ex, name, input, attempt, scope)
     outcome, retry_after = Outcome.OK, None
     failure: Exception | None = None
     output, meta = None, None
@@ -209,6 +213,25 @@ async def _record_failure(
     if decision.will_retry:
         raise Suspend(retry_at)
     raise StepFailed(entry.name, decision.kind or "exhausted", entry.error)
+
+
+async def _give_up_after_lost_attempts(
+    ex: Execution, scope: str, name: str, position: int, entry_id: int | None, input: Any, attempt: int
+) -> None:
+    """A step whose attempts keep being cut off (say it kills its runner) fails once its retries
+    are used up, as an exhausted step would, instead of running forever."""
+    now = ex.clock.now()
+    error = {
+        "name": "AttemptLost",
+        "message": f"step {name!r}: its attempts were cut off {attempt - 1} time(s); no retries are left",
+        "kind": "exhausted",
+    }
+    entry = EntryWrite(
+        id=entry_id, scope=scope, position=position, name=name, kind=EntryKind.STEP, status=EntryStatus.FAILED,
+        input=input, finished_at=now, attempts=attempt - 1, error=error,
+    )  # fmt: skip
+    await ex.commit(Commit(entries=[(entry, None)]))
+    raise StepFailed(name, "exhausted", error)
 
 
 class RunningMarker:

@@ -87,7 +87,7 @@ async def queue_wait(
         started_at=started,
         wake_at=deadline,
     )
-    available = await ex.store.aavailable_messages(ex.run.id, names, count)
+    available = await ex.available_messages(names, count)
     if available or (deadline is not None and now >= deadline):
         entry.status, entry.finished_at = EntryStatus.COMPLETED, now
         entry.output = {

@@ -71,7 +71,17 @@ class Store(ABC):
 
     @abstractmethod
     def release(self, *, owner: str, run_ids: list[str], now: dt.datetime) -> None:
-        """Give runs back, runnable at once (a runner stopping)."""
+        """Give runs back, runnable at once (a runner stopping): their cut attempts are lost,
+        as `recover_cut_attempts` records them."""
+
+    @abstractmethod
+    def recover_cut_attempts(
+        self, run_id: str, *, owner: str, reason: str, lost_at: dt.datetime | None, now: dt.datetime
+    ) -> None:
+        """Before a run taken over executes again: mark the events of attempts that never recorded
+        an outcome `lost` (named in a `$lost` event), and record the attempt of each step marked
+        `running` as `lost` (with `reason`), so the step's rerun is its next attempt. Raises
+        LeaseLost when `owner` does not hold the run."""
 
     @abstractmethod
     def load_history(self, run_id: str) -> list[EntryRecord]:
@@ -139,6 +149,7 @@ class Store(ABC):
     anext_wake_at = _twin("next_wake_at")
     aheartbeat = _twin("heartbeat")
     arelease = _twin("release")
+    arecover_cut_attempts = _twin("recover_cut_attempts")
     aload_history = _twin("load_history")
     acommit = _twin("commit")
     aavailable_messages = _twin("available_messages")

@@ -19,6 +19,7 @@ from ..core.exceptions import BadInput, LeaseLost, RunBusy, RunFinished, RunNotF
 from ..core.jsonvalue import normalize
 from ..core.records import (
     LIVE,
+    LOST_EVENTS,
     NOT_EDITED,
     TERMINAL,
     AttemptWrite,
@@ -30,11 +31,14 @@ from ..core.records import (
     EntryKind,
     EntryRecord,
     EntryStatus,
+    EventOrigin,
     EventRecord,
     MessageRecord,
+    Outcome,
     OutgoingMessage,
     RunRecord,
     RunStatus,
+    lost_attempt_error,
 )
 from .base import Store
 
@@ -47,6 +51,7 @@ class MemoryStore(Store):
         self.messages: dict[int, MessageRecord] = {}
         self.consumed_by: dict[int, int] = {}
         self.events: list[EventRecord] = []
+        self.event_origins: dict[int, EventOrigin] = {}  # a running step's events: who sent them
         self.superseded_ids: set[int] = set()  # entries an operator's replay replaced (kept)
         self.audits: list[AuditRecord] = []
         self._ids = itertools.count(1)
@@ -115,7 +120,15 @@ class MemoryStore(Store):
                     wake_at=now + dt.timedelta(seconds=lease_seconds),
                 )
                 self.runs[run.id] = held
-                claimed.append(replace(self._copy(held), fresh=run.id not in self._started))
+                claimed.append(
+                    replace(
+                        self._copy(held),
+                        fresh=run.id not in self._started,
+                        taken_over=run.status == RunStatus.RUNNING,  # its runner's lease lapsed
+                        previous_owner=run.lease_owner if run.status == RunStatus.RUNNING else "",
+                        lease_lapsed_at=run.wake_at if run.status == RunStatus.RUNNING else None,
+                    )
+                )
                 self._started.add(run.id)
             return claimed
 
@@ -149,11 +162,70 @@ class MemoryStore(Store):
                 run = self.runs.get(run_id)
                 if run and run.lease_owner == owner and run.status == RunStatus.RUNNING:
                     self.runs[run_id] = replace(run, status=RunStatus.PENDING, lease_owner="", wake_at=now)
+                    self._recover(run_id, f"runner {owner} stopped before the step finished", now, now)
 
     def load_history(self, run_id: str) -> list[EntryRecord]:
         with self._lock:
             found = [e for rid, e in self._current() if rid == run_id]
             return sorted(found, key=lambda e: (e.scope, e.position))
+
+    def recover_cut_attempts(
+        self, run_id: str, *, owner: str, reason: str, lost_at: dt.datetime | None, now: dt.datetime
+    ) -> None:
+        with self._lock:
+            run = self.runs.get(run_id)
+            if run is None or run.lease_owner != owner or run.status != RunStatus.RUNNING:
+                raise LeaseLost(f"run {run_id} is no longer held by {owner}")
+            self._recover(run_id, reason, lost_at, now)
+
+    def _recover(self, run_id: str, reason: str, lost_at: dt.datetime | None, now: dt.datetime) -> None:
+        """As the Django store: events of attempts with no outcome are lost, then the attempt of
+        each step marked running is recorded as lost."""
+        recorded = {
+            (e.scope, e.name, a.number)
+            for eid, a in self.attempts
+            for rid, e in [self.entries[eid]]
+            if rid == run_id
+        }
+        scopes = {e.scope for rid, e in self.entries.values() if rid == run_id}
+        lost: list[tuple[int, str, int]] = []
+        for i, event in enumerate(self.events):
+            origin = self.event_origins.get(event.id)
+            if event.run_id != run_id or origin is None or event.lost:
+                continue
+            if (origin.scope, origin.step, origin.attempt) in recorded:
+                continue
+            if origin.scope and origin.scope not in scopes:
+                continue  # a pruned loop iteration, not a lost attempt
+            self.events[i] = replace(event, lost=True)
+            lost.append((event.id, origin.step, origin.attempt))
+        if lost:
+            payload = {
+                "events": [event_id for event_id, _s, _n in lost],
+                "attempts": [{"step": s, "attempt": n} for s, n in sorted({(s, n) for _i, s, n in lost})],
+            }
+            self.events.append(
+                EventRecord(
+                    id=next(self._ids), run_id=run_id, name=LOST_EVENTS, payload=payload, created_at=now
+                )
+            )
+        for entry_id, (rid, entry) in list(self.entries.items()):
+            if rid != run_id or entry_id in self.superseded_ids:
+                continue
+            if entry.kind != EntryKind.STEP or entry.status != EntryStatus.RUNNING:
+                continue
+            last = max(
+                (a for eid, a in self.attempts if eid == entry_id), key=lambda a: a.number, default=None
+            )
+            started = (last.retry_at or last.finished_at) if last is not None else entry.started_at
+            error = lost_attempt_error(reason, lost_at or now)
+            self.attempts.append((entry_id, AttemptWrite(
+                number=entry.attempts + 1, started_at=started or now, finished_at=lost_at or now,
+                outcome=Outcome.LOST, error=error,
+            )))  # fmt: skip
+            self.entries[entry_id] = (rid, replace(
+                entry, attempts=entry.attempts + 1, status=EntryStatus.RETRYING, wake_at=now, error=error
+            ))  # fmt: skip
 
     def _current(self) -> Iterator[tuple[str, EntryRecord]]:
         return ((rid, e) for eid, (rid, e) in self.entries.items() if eid not in self.superseded_ids)
@@ -227,6 +299,14 @@ class MemoryStore(Store):
             self.events.append(
                 EventRecord(id=next(self._ids), run_id=run.id, name=name, payload=payload, created_at=now)
             )
+        for name, payload, origin in commit.live_events:
+            event_id = next(self._ids)
+            self.event_origins[event_id] = origin
+            event_record = EventRecord(
+                id=event_id, run_id=run.id, name=name, payload=payload, created_at=now,
+                step=origin.step, attempt=origin.attempt,
+            )  # fmt: skip
+            self.events.append(event_record)
         for message_id, response in commit.complete:
             message = self.messages[message_id]
             if message.completed_at is None:
@@ -313,6 +393,8 @@ class MemoryStore(Store):
     def replay(
         self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime, input: Any = NOT_EDITED
     ) -> RunRecord:
+        if input is not NOT_EDITED:  # refused before anything changes (this store has no rollback)
+            input = normalize(input, "the edited input")
         with self._lock:
             run = self._run(run_id)
             if run.status == RunStatus.RUNNING:
@@ -333,14 +415,14 @@ class MemoryStore(Store):
             }  # fmt: skip
             if input is not NOT_EDITED:
                 new = replace(
-                    first, id=next(self._ids), status=EntryStatus.RETRYING, input=normalize(input, "the edited input"),
+                    first, id=next(self._ids), status=EntryStatus.RETRYING, input=input,
                     output=None, error=None, meta=None, attempts=0, started_at=None, finished_at=None, wake_at=now,
                 )  # fmt: skip
                 self.entries[new.id] = (run_id, new)
                 details["input"] = input
             self.runs[run_id] = replace(
                 run, status=RunStatus.PENDING, wake_at=now, lease_owner="", result=None, error=None,
-                cancel_requested=False,
+                cancel_requested=False, epoch=run.epoch + 1,
             )  # fmt: skip
             self._audit(run_id, AuditAction.REPLAY, audit, details, now)
             return self._copy(self.runs[run_id])

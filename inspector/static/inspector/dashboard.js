@@ -111,8 +111,9 @@
       const data = JSON.parse(message.data);
       if (data.run) { upsert(data.run); refreshStats(); }
     };
-    socket.onclose = function () {
+    socket.onclose = function (event) {
       indicate(false);
+      if (event.code >= 4400 && event.code < 4500) return;  // refused (4403, 4404, 4400): retrying won't help
       setTimeout(connect, retryDelay);
       retryDelay = Math.min(retryDelay * 2, 10000);
     };

@@ -65,9 +65,10 @@
       if (typeof data.id === "number") after = Math.max(after, data.id);
       schedule();
     };
-    socket.onclose = function () {
+    socket.onclose = function (event) {
       connected = false;
       indicate();
+      if (event.code >= 4400 && event.code < 4500) return;  // refused (4403, 4404, 4400): retrying won't help
       setTimeout(connect, retryDelay);
       retryDelay = Math.min(retryDelay * 2, 10000);
     };

@@ -3,7 +3,7 @@
 import asyncio
 import signal
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from workflows import checks, conf
 from workflows.engine.runner import Runner
@@ -29,7 +29,11 @@ class Command(BaseCommand):
             self.stderr.write(
                 f"WARNING ({shared.id}): {shared.msg}\n  HINT: {shared.hint}", self.style.WARNING
             )
-        store = DjangoStore(db_threads=min(db_threads, concurrency))
+        threads = min(db_threads, concurrency)
+        too_small = checks.runner_pool_too_small(threads, concurrency)  # workflows.E013
+        if too_small is not None:
+            raise CommandError(f"{too_small.id}: {too_small.msg}\n  HINT: {too_small.hint}")
+        store = DjangoStore(db_threads=threads)
         runner = Runner(
             registry=conf.registry(),
             store=store,

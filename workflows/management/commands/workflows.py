@@ -21,14 +21,15 @@ from django.core.management.base import BaseCommand, CommandError
 
 from workflows import conf, operations, selectors
 from workflows.api_auth import create_api_key, revoke_api_key
+from workflows.api_parser import parse_json
 from workflows.core.exceptions import WorkflowError
 from workflows.core.records import RunStatus
 
 
 def _json(text: str, what: str) -> Any:
     try:
-        return json.loads(text)
-    except ValueError as exc:
+        return parse_json(text)
+    except ValueError as exc:  # not JSON, or nested too deep (JsonTooDeep)
         raise CommandError(f"{what} is not JSON: {exc}") from None
 
 

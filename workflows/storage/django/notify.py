@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db import connection
 
+from ...core.exceptions import StoreUnavailable
 from . import sql
 
 logger = logging.getLogger(__name__)
@@ -62,13 +63,19 @@ async def _listen(run_sync: RunSync, wake: Callable[[], None]) -> None:
 
 
 async def _poll_data_version(run_sync: RunSync, wake: Callable[[], None]) -> None:
-    last = await run_sync(_sqlite_data_version)
+    async def read() -> int | None:
+        try:
+            return await run_sync(_sqlite_data_version)
+        except StoreUnavailable:  # e.g. locked for longer than the busy timeout: try again
+            return None
+
+    last = await read()
     while True:
         await asyncio.sleep(SQLITE_POLL)
-        version = await run_sync(_sqlite_data_version)
-        if version != last:
-            last = version
+        version = await read()
+        if version != last:  # a change, or the file is back after an error: look for work
             wake()
+        last = version
 
 
 def _sqlite_data_version() -> int:

@@ -52,6 +52,8 @@ class DjangoRepairs:
         self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime, input: Any = NOT_EDITED
     ) -> RunRecord:
         edited = input is not NOT_EDITED
+        if edited:  # refused before the transaction starts
+            input = normalize(input, "the edited input")
         with transaction.atomic():
             run = _locked_run(run_id)
             if run.status == RunStatus.RUNNING:
@@ -73,14 +75,15 @@ class DjangoRepairs:
             if edited:
                 Entry.objects.create(
                     run=run, scope=first.scope, position=first.position, name=first.name, kind=first.kind,
-                    status=EntryStatus.RETRYING, input=normalize(input, "the edited input"), attempts=0,
+                    status=EntryStatus.RETRYING, input=input, attempts=0,
                     started_at=None, wake_at=now,
                 )  # fmt: skip
                 details["input"] = input
             run.status, run.wake_at, run.lease_owner = RunStatus.PENDING, now, ""
             run.result = run.error = run.finished_at = None
             run.cancel_requested = False
-            run.updated_at = now
+            run.epoch += 1  # the steps that run again get new idempotency keys
+            run.touch(now)
             run.save()
             write_audit(run_id, AuditAction.REPLAY, audit, details, now)
             notify_now()
@@ -95,8 +98,8 @@ class DjangoRepairs:
             entry.wake_at = now
             entry.save(update_fields=["wake_at"])
             if run.status == RunStatus.WAITING:
-                run.wake_at, run.updated_at = now, now
-                run.save(update_fields=["wake_at", "updated_at"])
+                run.wake_at = now
+                run.save(update_fields=["wake_at", *run.touch(now)])
             write_audit(run_id, AuditAction.RETRY_NOW, audit, {"entry": entry.id, "step": entry.name}, now)
             notify_now()
         return run_record(run)

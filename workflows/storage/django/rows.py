@@ -28,6 +28,7 @@ def run_record(run: Run) -> RunRecord:
         wake_at=run.wake_at,
         lease_owner=run.lease_owner,
         cancel_requested=run.cancel_requested,
+        epoch=run.epoch,
     )
 
 
@@ -46,7 +47,7 @@ def message_record(m: Message) -> MessageRecord:
 
 RUN_COLUMNS = (
     "id", "workflow", "key", "version", "status", "state", "result", "error", "created_at", "wake_at",
-    "lease_owner", "cancel_requested",
+    "lease_owner", "cancel_requested", "epoch",
 )  # fmt: skip
 
 
@@ -54,7 +55,7 @@ def _json_value(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
-def _datetime(value: Any) -> dt.datetime | None:
+def timestamp(value: Any) -> dt.datetime | None:
     if value is None or isinstance(value, dt.datetime):
         parsed = value
     else:
@@ -64,7 +65,7 @@ def _datetime(value: Any) -> dt.datetime | None:
     return parsed
 
 
-def run_from_row(row: tuple[Any, ...], fresh: bool = False) -> RunRecord:
+def run_from_row(row: tuple[Any, ...], fresh: bool = False, taken_over: bool = False) -> RunRecord:
     """A RunRecord from a raw `RUN_COLUMNS` row, whatever types the backend returns."""
     values = dict(zip(RUN_COLUMNS, row, strict=True))
     return RunRecord(
@@ -76,11 +77,13 @@ def run_from_row(row: tuple[Any, ...], fresh: bool = False) -> RunRecord:
         state=_json_value(values["state"]),
         result=_json_value(values["result"]),
         error=_json_value(values["error"]),
-        created_at=_datetime(values["created_at"]),
-        wake_at=_datetime(values["wake_at"]),
+        created_at=timestamp(values["created_at"]),
+        wake_at=timestamp(values["wake_at"]),
         lease_owner=values["lease_owner"],
         cancel_requested=bool(values["cancel_requested"]),
+        epoch=int(values["epoch"]),
         fresh=fresh,
+        taken_over=taken_over,
     )
 
 
@@ -91,7 +94,10 @@ ENTRY_FIELDS = (
 
 
 def event_record(e: Event) -> EventRecord:
-    return EventRecord(id=e.id, run_id=str(e.run_id), name=e.name, payload=e.payload, created_at=e.created_at)
+    return EventRecord(
+        id=e.id, run_id=str(e.run_id), name=e.name, payload=e.payload, created_at=e.created_at,
+        step=e.step, attempt=e.attempt, lost=e.lost,
+    )  # fmt: skip
 
 
 def events_after(run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:

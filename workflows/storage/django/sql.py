@@ -49,11 +49,12 @@ def _typed(kind: str, on_pg: bool) -> str:
 # --- claims and leases ---------------------------------------------------------------------------------
 
 CLAIM_DUE = (
-    "SELECT id AS claim_id, started_at AS was_started FROM workflows_run WHERE wake_at <= %s"
+    "SELECT id AS claim_id, started_at AS was_started, status AS was_status, lease_owner AS was_owner,"
+    " wake_at AS was_due FROM workflows_run WHERE wake_at <= %s"
     " AND status IN (%s, %s, %s) AND workflow IN ({names}) ORDER BY wake_at LIMIT %s"
 )
 CLAIM_LEASE = (
-    "UPDATE workflows_run SET status = %s, lease_owner = %s, wake_at = %s, updated_at = %s,"
+    "UPDATE workflows_run SET status = %s, lease_owner = %s, wake_at = %s, updated_at = %s, transitioned_at = %s,"
     " started_at = COALESCE(workflows_run.started_at, %s)"
 )
 HEARTBEAT = (
@@ -67,7 +68,7 @@ def claim_due(workflows: list[str], limit: int, now: dt.datetime) -> tuple[str, 
 
 
 def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple[str, list[Any]]:
-    return CLAIM_LEASE, [RunStatus.RUNNING, owner, t(lease_until), t(now), t(now)]
+    return CLAIM_LEASE, [RunStatus.RUNNING, owner, t(lease_until), t(now), t(now), t(now)]
 
 
 # --- a commit: the fenced run update ----------------------------------------------------------------
@@ -92,9 +93,9 @@ def run_update(commit: Commit, now: dt.datetime, on_pg: bool) -> tuple[str, list
         sets.append(f"state = {_typed('jsonb', on_pg)}")
         params.append(j(commit.state))
     transition = commit.transition
-    if transition is not None:
-        sets.append("status = %s")
-        params.append(transition.status)
+    if transition is not None:  # only a transition moves an indexed column (see Run.transitioned_at)
+        sets += ["status = %s", "transitioned_at = %s"]
+        params += [transition.status, t(now)]
         if transition.status in TERMINAL:
             sets += ["wake_at = NULL", "lease_owner = ''", "finished_at = %s", "result = %s", "error = %s"]
             params += [t(now), j(transition.result), j(transition.error)]
@@ -176,12 +177,40 @@ def insert_attempt(attempt: AttemptWrite, entry: int | str, on_pg: bool) -> tupl
 
 # --- a commit: events, messages, pruning --------------------------------------------------------------
 
-INSERT_EVENTS = "INSERT INTO workflows_event (run_id, name, payload, created_at) VALUES {rows}"
+EVENT_COLUMNS = "run_id, name, payload, created_at, scope, step, attempt, lost"
+INSERT_EVENTS = f"INSERT INTO workflows_event ({EVENT_COLUMNS}) VALUES {{rows}}"
+EVENT_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s)"
 INSERT_EVENTS_AFTER = (
-    "INSERT INTO workflows_event (run_id, name, payload, created_at)"
-    " SELECT %s, x.name, x.payload, %s::timestamptz FROM (VALUES {rows}) AS x(name, payload)"
+    f"INSERT INTO workflows_event ({EVENT_COLUMNS})"
+    " SELECT %s, x.name, x.payload, %s::timestamptz, x.scope, x.step, x.attempt, FALSE"
+    " FROM (VALUES {rows}) AS x(name, payload, scope, step, attempt)"
     " WHERE EXISTS (SELECT 1 FROM {after})"
 )
+EVENT_ROW_AFTER = "(%s, %s::jsonb, %s, %s, %s::integer)"
+# Step events whose attempt never recorded an outcome: their runner died, stopped mid-step or the
+# store failed under it (run before the run executes again, so no attempt of it is running). A
+# loop's pruned iterations have no entries left, so only scopes that still hold one are looked at.
+MARK_LOST_EVENTS = (
+    "UPDATE workflows_event SET lost = %s WHERE run_id = %s AND step <> '' AND NOT lost"
+    " AND NOT EXISTS (SELECT 1 FROM workflows_attempt a JOIN workflows_entry e ON a.entry_id = e.id"
+    " WHERE e.run_id = workflows_event.run_id AND e.scope = workflows_event.scope"
+    " AND e.name = workflows_event.step AND a.number = workflows_event.attempt)"
+    " AND (scope = '' OR EXISTS (SELECT 1 FROM workflows_entry s"
+    " WHERE s.run_id = workflows_event.run_id AND s.scope = workflows_event.scope))"
+    " RETURNING id, step, attempt"
+)
+
+
+EventRow = tuple[str, Any, str, str, int | None]  # name, payload, scope, step, attempt
+
+
+def event_rows(commit: Commit) -> list[EventRow]:
+    """Every event of a commit as (name, payload, scope, step, attempt)."""
+    rows: list[EventRow] = [(name, payload, "", "", None) for name, payload in commit.events]
+    rows += [(name, payload, o.scope, o.step, o.attempt) for name, payload, o in commit.live_events]
+    return rows
+
+
 CONSUME_MESSAGES = (
     "UPDATE workflows_message SET consumed_at = %s, consumed_by_id = %s{complete}"
     " WHERE run_id = %s AND consumed_at IS NULL AND id IN ({ids})"

@@ -9,19 +9,29 @@ database thread when called through their `a`-prefixed twins.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import functools
 import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, InterfaceError, OperationalError, connection, connections, transaction
+from django.db import (
+    DatabaseError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    connections,
+    transaction,
+)
 
-from ...core.exceptions import RunNotFound
+from ...core.exceptions import LeaseLost, RunNotFound, StoreUnavailable
 from ...core.keys import key_identity
 from ...core.records import (
     LIVE,
@@ -41,7 +51,15 @@ from ...models import Entry, Message, Run
 from ..base import Store
 from . import notify, sql, writes
 from .repairs import DjangoRepairs, write_audit
-from .rows import ENTRY_FIELDS, RUN_COLUMNS, events_after, message_record, run_from_row, run_record
+from .rows import (
+    ENTRY_FIELDS,
+    RUN_COLUMNS,
+    events_after,
+    message_record,
+    run_from_row,
+    run_record,
+    timestamp,
+)
 
 
 class DjangoStore(DjangoRepairs, Store):
@@ -116,25 +134,35 @@ class DjangoStore(DjangoRepairs, Store):
         due, due_params = sql.claim_due(workflows, limit, now)
         lease, lease_params = sql.claim_lease(owner, now + dt.timedelta(seconds=lease_seconds), now)
         columns = ", ".join("workflows_run." + c for c in RUN_COLUMNS)
-        with transaction.atomic(), connection.cursor() as cursor:
-            if sql.pg():
+        if sql.pg():  # one statement is atomic by itself: no BEGIN and COMMIT round trips
+            with connection.cursor() as cursor:
                 cursor.execute(
                     f"{lease} FROM ({due} FOR UPDATE SKIP LOCKED) AS claimed"
-                    f" WHERE workflows_run.id = claimed.claim_id RETURNING {columns}, claimed.was_started",
+                    f" WHERE workflows_run.id = claimed.claim_id"
+                    f" RETURNING {columns}, claimed.was_started, claimed.was_status, claimed.was_owner,"
+                    f" claimed.was_due",
                     lease_params + due_params,
                 )
                 rows = cursor.fetchall()
-            else:  # SQLite: the IMMEDIATE transaction already excludes other writers
+        else:  # SQLite: the IMMEDIATE transaction excludes other writers between the two statements
+            with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute(due, due_params)
-                was_started = {str(uuid.UUID(str(rid))): started for rid, started in cursor.fetchall()}
-                if not was_started:
+                was = {str(uuid.UUID(str(row[0]))): row[1:] for row in cursor.fetchall()}
+                if not was:
                     return []
                 cursor.execute(
-                    f"{lease} WHERE id IN ({sql.marks(len(was_started))}) RETURNING {columns}",
-                    lease_params + [sql.rid(rid) for rid in was_started],
+                    f"{lease} WHERE id IN ({sql.marks(len(was))}) RETURNING {columns}",
+                    lease_params + [sql.rid(rid) for rid in was],
                 )
-                rows = [(*row, was_started[str(uuid.UUID(str(row[0])))]) for row in cursor.fetchall()]
-        runs = [run_from_row(row[:-1], fresh=row[-1] is None) for row in rows]
+                rows = [(*row, *was[str(uuid.UUID(str(row[0])))]) for row in cursor.fetchall()]
+        runs = []
+        for *row, was_started, was_status, was_owner, was_due in rows:
+            run = run_from_row(tuple(row), fresh=was_started is None)
+            if was_status == RunStatus.RUNNING:  # left by a runner whose lease lapsed
+                run = replace(
+                    run, taken_over=True, previous_owner=was_owner, lease_lapsed_at=timestamp(was_due)
+                )
+            runs.append(run)
         return sorted(runs, key=lambda r: r.wake_at or now)
 
     def next_wake_at(self, *, owner: str, workflows: list[str]) -> dt.datetime | None:
@@ -164,10 +192,28 @@ class DjangoStore(DjangoRepairs, Store):
         if not run_ids:
             return
         with transaction.atomic():
-            Run.objects.filter(id__in=run_ids, lease_owner=owner, status=RunStatus.RUNNING).update(
-                status=RunStatus.PENDING, lease_owner="", wake_at=now, updated_at=now
+            released = Run.objects.select_for_update().filter(
+                id__in=run_ids, lease_owner=owner, status=RunStatus.RUNNING
+            )
+            for run in released:  # their steps were cut mid-attempt: those attempts are lost
+                writes.recover_cut_attempts(run, f"runner {owner} stopped before the step finished", now, now)
+            released.update(
+                status=RunStatus.PENDING, lease_owner="", wake_at=now, updated_at=now, transitioned_at=now
             )
             notify.notify_now()  # another runner takes them at once
+
+    def recover_cut_attempts(
+        self, run_id: str, *, owner: str, reason: str, lost_at: dt.datetime | None, now: dt.datetime
+    ) -> None:
+        with transaction.atomic():
+            run = (
+                Run.objects.select_for_update()
+                .filter(id=run_id, lease_owner=owner, status=RunStatus.RUNNING)
+                .first()
+            )
+            if run is None:
+                raise LeaseLost(f"run {run_id} is no longer held by {owner}")
+            writes.recover_cut_attempts(run, reason, lost_at, now)
 
     def load_history(self, run_id: str) -> list[EntryRecord]:
         rows = Entry.objects.filter(run_id=run_id, superseded=False).order_by("scope", "position")
@@ -205,11 +251,10 @@ class DjangoStore(DjangoRepairs, Store):
                 raise RunNotFound(f"no run with id {run_id!r}")
             if run.status not in TERMINAL and not run.cancel_requested:
                 run.cancel_requested = True
-                fields = ["cancel_requested", "updated_at"]
+                fields = ["cancel_requested", *run.touch(now)]
                 if run.status != RunStatus.RUNNING:  # a waiting run is woken to finish as cancelled
                     run.wake_at = now
                     fields.append("wake_at")
-                run.updated_at = now
                 run.save(update_fields=fields)
                 notify.notify_now()
         return run_record(run)
@@ -224,15 +269,18 @@ class DjangoStore(DjangoRepairs, Store):
 
 
 def _reconnecting(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A runner keeps one connection for its life: after a connection error, drop it so the next
-    call reconnects (the failed call itself raises; the engine's lease logic retries the run)."""
+    """A runner keeps one connection for its life: after an infrastructure error (connection
+    lost, server restarting, serialization failure, deadlock, lock timeout: all OperationalError
+    or InterfaceError in Django) drop it so the next call reconnects, and say StoreUnavailable:
+    the engine then abandons the execution and resumes the run when the store answers again."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (OperationalError, InterfaceError):
+        except (OperationalError, InterfaceError) as exc:
             if connection.in_atomic_block is False:
-                connection.close()
-            raise
+                with contextlib.suppress(DatabaseError):  # closing a broken connection may fail too
+                    connection.close()
+            raise StoreUnavailable(f"the database failed: {exc}".strip()) from exc
 
     return call

@@ -15,8 +15,21 @@ from django.db import IntegrityError, connection, transaction
 
 from ...core.exceptions import LeaseLost, RunFinished, RunNotFound
 from ...core.keys import key_identity
-from ...core.records import LIVE, TERMINAL, Commit, CommitResult, MessageRecord, OutgoingMessage, RunStatus
-from ...models import Run
+from ...core.records import (
+    LIVE,
+    LOST_EVENTS,
+    TERMINAL,
+    Commit,
+    CommitResult,
+    EntryKind,
+    EntryStatus,
+    MessageRecord,
+    Outcome,
+    OutgoingMessage,
+    RunStatus,
+    lost_attempt_error,
+)
+from ...models import Attempt, Entry, Run
 from . import sql
 from .notify import notify, notify_now
 
@@ -59,12 +72,13 @@ def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datet
             statement, attempt_params = sql.insert_attempt(attempt, "e", on_pg=True)
             ctes.append(f"a AS ({statement} RETURNING id)")
             params += attempt_params
-    if commit.events:
-        rows = ", ".join(["(%s, %s::jsonb)"] * len(commit.events))
+    events = sql.event_rows(commit)
+    if events:
+        rows = ", ".join([sql.EVENT_ROW_AFTER] * len(events))
         ctes.append(f"v AS ({sql.INSERT_EVENTS_AFTER.format(rows=rows, after='r')} RETURNING id)")
         params += [rid, sql.t(now)]
-        for name, payload in commit.events:
-            params += [name, sql.j(payload)]
+        for name, payload, scope, step, number in events:
+            params += [name, sql.j(payload), scope, step, number]
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH {', '.join(ctes)} SELECT (SELECT cancel_requested FROM r), {entry_select}", params
@@ -114,12 +128,7 @@ def _commit_statements(
         for scope in commit.prune:
             for statement in (sql.PRUNE_ATTEMPTS, sql.PRUNE_CONSUMERS, sql.PRUNE_ENTRIES):
                 cursor.execute(statement, sql.scope_params(run_id, scope))
-        if commit.events:
-            flat: list[Any] = []
-            for name, payload in commit.events:
-                flat += [rid, name, sql.j(payload), sql.t(now)]
-            rows = ", ".join(["(%s, %s, %s, %s)"] * len(commit.events))
-            cursor.execute(sql.INSERT_EVENTS.format(rows=rows), flat)
+        insert_events(cursor, rid, sql.event_rows(commit), now)
         consumed = {mid for write, _attempt in commit.entries for mid in write.consumes}
         for message_id, response in commit.complete:
             if message_id in consumed and message_id in auto_completed:
@@ -133,6 +142,46 @@ def _commit_statements(
         if transition is not None and transition.status == RunStatus.WAITING:
             _wake_if_message_waiting(cursor, rid, transition.wait_queues, now)
     return CommitResult(entry_ids=entry_ids, cancel_requested=bool(fenced[0]))
+
+
+def insert_events(cursor: Any, rid: Any, events: list[sql.EventRow], now: dt.datetime) -> None:
+    if not events:
+        return
+    flat: list[Any] = []
+    for name, payload, scope, step, attempt in events:
+        flat += [rid, name, sql.j(payload), sql.t(now), scope, step, attempt, False]
+    cursor.execute(sql.INSERT_EVENTS.format(rows=", ".join([sql.EVENT_ROW] * len(events))), flat)
+
+
+def recover_cut_attempts(run: Run, reason: str, lost_at: dt.datetime | None, now: dt.datetime) -> None:
+    """Before a run whose last execution was cut off executes again (its runner died, stopped
+    mid-step, or the store failed under it): mark the events of attempts that never recorded an
+    outcome lost (and say which in a `$lost` event, for followers), then record the attempt each
+    step marked `running` was in as `lost`, so the timeline shows it and the rerun is the next
+    attempt. The caller holds the run's row (a transaction)."""
+    rid = sql.rid(str(run.id))
+    with connection.cursor() as cursor:
+        cursor.execute(sql.MARK_LOST_EVENTS, [True, rid])
+        lost = sorted(cursor.fetchall())
+        if lost:
+            attempts = sorted({(step, attempt) for _id, step, attempt in lost})
+            payload = {
+                "events": [row[0] for row in lost],
+                "attempts": [{"step": step, "attempt": n} for step, n in attempts],
+            }
+            insert_events(cursor, rid, [(LOST_EVENTS, payload, "", "", None)], now)
+    running = Entry.objects.filter(run=run, superseded=False, kind=EntryKind.STEP, status=EntryStatus.RUNNING)
+    for entry in running:
+        last = Attempt.objects.filter(entry=entry).order_by("-number").first()
+        started = (last.retry_at or last.finished_at) if last is not None else entry.started_at
+        error = lost_attempt_error(reason, lost_at or now)
+        Attempt.objects.create(
+            entry=entry, number=entry.attempts + 1, started_at=started or now, finished_at=lost_at or now,
+            outcome=Outcome.LOST, error=error,
+        )  # fmt: skip
+        entry.attempts += 1
+        entry.status, entry.wake_at, entry.error = EntryStatus.RETRYING, now, error
+        entry.save(update_fields=["attempts", "status", "wake_at", "error"])
 
 
 def _consume(
@@ -177,6 +226,7 @@ def create_run(
         state=initial_state,
         created_at=now,
         updated_at=now,
+        transitioned_at=now,
         wake_at=now,
     )
 
