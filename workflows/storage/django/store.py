@@ -101,6 +101,10 @@ class DjangoStore(DjangoRepairs, Store):
         self, *, workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
     ) -> tuple[RunRecord, bool]:
         key_hash = key_identity(key)[1]
+        if sql.pg():  # one statement creates it (and wakes runners) unless the key is taken
+            created = writes.insert_run_if_new(workflow, key, version, initial_state, now)
+            if created is not None:
+                return created, True
         existing = Run.objects.filter(workflow=workflow, key_hash=key_hash).first()
         if existing is not None:
             return run_record(existing), False
@@ -233,6 +237,8 @@ class DjangoStore(DjangoRepairs, Store):
     def send(
         self, message: OutgoingMessage, *, now: dt.datetime, audit: Audit | None = None
     ) -> MessageRecord:
+        if audit is None and message.run_id is not None and sql.pg():
+            return writes.send_to_run(message, now)  # one statement
         with transaction.atomic(), connection.cursor() as cursor:
             record = writes.insert_message(cursor, message, now)
             notify.notify(cursor)

@@ -9,6 +9,7 @@ commit on SQLite, runs the same statements one by one inside `transaction.atomic
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
@@ -26,12 +27,14 @@ from ...core.records import (
     MessageRecord,
     Outcome,
     OutgoingMessage,
+    RunRecord,
     RunStatus,
     lost_attempt_error,
 )
 from ...models import Attempt, Entry, Run
 from . import sql
-from .notify import notify, notify_now
+from .notify import NOTIFY_CHANNEL, notify, notify_now
+from .rows import RUN_COLUMNS, run_from_row
 
 
 def commit(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
@@ -231,6 +234,24 @@ def create_run(
     )
 
 
+def insert_run_if_new(
+    workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
+) -> RunRecord | None:
+    """PostgreSQL: a new run, runnable at once, and the NOTIFY that wakes runners, in ONE statement
+    (no look-up, savepoint or separate notify first: the start of a run costs one round trip).
+    None when the workflow already has a run of that key."""
+    key_text, key_hash = key_identity(key)
+    columns = ", ".join(RUN_COLUMNS)
+    params = [
+        sql.rid(str(uuid.uuid4())), workflow, sql.j(key), key_text, key_hash, version, RunStatus.PENDING,
+        sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now), sql.t(now), NOTIFY_CHANNEL,
+    ]  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(sql.INSERT_RUN_IF_NEW.format(columns=columns), params)
+        row = cursor.fetchone()
+    return None if row is None else run_from_row(row[:-1], fresh=True)
+
+
 def start_run(
     workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
 ) -> Run:
@@ -240,6 +261,28 @@ def start_run(
         run = create_run(workflow, key, version, initial_state, now)
         notify_now()
     return run
+
+
+def send_to_run(outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
+    """PostgreSQL, a message to a run by id, on its own (no audit, no caller's transaction to
+    join): one statement, as `insert_message` + notify would write it."""
+    assert outgoing.run_id is not None
+    rid = sql.rid(outgoing.run_id)
+    params = [
+        RunStatus.PENDING, RunStatus.WAITING, sql.t(now), rid, *LIVE,
+        outgoing.queue, sql.j(outgoing.body), sql.t(now), NOTIFY_CHANNEL,
+    ]  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(sql.SEND_TO_RUN, params)
+        row = cursor.fetchone()
+    if row is None:
+        status = Run.objects.filter(id=outgoing.run_id).values_list("status", flat=True).first()
+        if status is None:
+            raise RunNotFound(f"no run with id {outgoing.run_id!r}")
+        raise RunFinished(f"run {outgoing.run_id} is {status}; it takes no more messages")
+    return MessageRecord(
+        id=row[0], run_id=outgoing.run_id, queue=outgoing.queue, body=outgoing.body, sent_at=now
+    )
 
 
 def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
