@@ -146,7 +146,16 @@ def lost_attempt_error(reason: str, lost_at: dt.datetime) -> dict[str, Any]:
     }
 
 
-LOST_EVENTS = "$lost"  # an event naming events of a lost attempt: `{"events": [ids], "step": ...}`
+LOST_EVENTS = "$lost"
+
+
+def lost_events_payload(lost: list[tuple[int, str, int]]) -> dict[str, Any]:
+    """The `$lost` event's payload for events (id, step, attempt) of cut-off attempts."""
+    attempts = sorted({(step, attempt) for _id, step, attempt in lost})
+    return {
+        "events": [event_id for event_id, _step, _attempt in lost],
+        "attempts": [{"step": step, "attempt": attempt} for step, attempt in attempts],
+    }  # an event naming events of a lost attempt: `{"events": [ids], "step": ...}`
 
 
 @dataclass(frozen=True, kw_only=True)

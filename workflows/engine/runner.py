@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from ..core.clock import Clock
-from ..core.exceptions import StoreUnavailable
+from ..core.exceptions import LeaseLost, StoreUnavailable
 from ..core.records import Commit, RunRecord
 from ..storage.base import Store
 from . import defaults
@@ -193,6 +193,8 @@ class Runner:
                 run = resumed
         except asyncio.CancelledError:
             raise
+        except LeaseLost:  # taken over by another runner before this one began: nothing to do
+            logger.info("run %s: held by another runner now; leaving it", run.id)
         except Exception:
             logger.exception("run %s: execution failed; its lease will lapse", run.id)
         finally:

@@ -39,6 +39,7 @@ from ..core.records import (
     RunRecord,
     RunStatus,
     lost_attempt_error,
+    lost_events_payload,
 )
 from .base import Store
 
@@ -200,10 +201,7 @@ class MemoryStore(Store):
             self.events[i] = replace(event, lost=True)
             lost.append((event.id, origin.step, origin.attempt))
         if lost:
-            payload = {
-                "events": [event_id for event_id, _s, _n in lost],
-                "attempts": [{"step": s, "attempt": n} for s, n in sorted({(s, n) for _i, s, n in lost})],
-            }
+            payload = lost_events_payload(lost)
             self.events.append(
                 EventRecord(
                     id=next(self._ids), run_id=run_id, name=LOST_EVENTS, payload=payload, created_at=now

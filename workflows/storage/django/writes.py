@@ -30,6 +30,7 @@ from ...core.records import (
     RunRecord,
     RunStatus,
     lost_attempt_error,
+    lost_events_payload,
 )
 from ...models import Attempt, Entry, Run
 from . import sql
@@ -167,11 +168,7 @@ def recover_cut_attempts(run: Run, reason: str, lost_at: dt.datetime | None, now
         cursor.execute(sql.MARK_LOST_EVENTS, [True, rid])
         lost = sorted(cursor.fetchall())
         if lost:
-            attempts = sorted({(step, attempt) for _id, step, attempt in lost})
-            payload = {
-                "events": [row[0] for row in lost],
-                "attempts": [{"step": step, "attempt": n} for step, n in attempts],
-            }
+            payload = lost_events_payload([(row[0], row[1], row[2]) for row in lost])
             insert_events(cursor, rid, [(LOST_EVENTS, payload, "", "", None)], now)
     running = Entry.objects.filter(run=run, superseded=False, kind=EntryKind.STEP, status=EntryStatus.RUNNING)
     for entry in running:
