@@ -116,9 +116,6 @@ def throughput(db: str, runs: int, processes: int) -> dict[str, Any]:
     """`runs` runs x 10 trivial steps over `processes` runner processes (concurrency 20 each).
     The processes start (and are idle) before the runs are inserted, so neither start-up nor a
     staggered start counts; steps/s comes from the entries' own timestamps."""
-    from django.db.models import Count, Max, Min
-
-    from workflows.models import Entry
 
     reset_tables()
     runners = [RunnerProcess(db, f"throughput{processes}-{i}") for i in range(processes)]
@@ -139,6 +136,16 @@ def throughput(db: str, runs: int, processes: int) -> dict[str, Any]:
         cpu = sum(r.cpu_seconds() for r in runners) - sum(cpu0)
     finally:
         _stop_all(runners)
+    return throughput_figures(processes, runs, wall, cpu)
+
+
+def throughput_figures(processes: int, runs: int, wall: float, cpu: float) -> dict[str, Any]:
+    """Steps/s of the drained runs from the step entries' own timestamps (first start to last
+    finish), with the wall time and the runners' CPU per step."""
+    from django.db.models import Count, Max, Min
+
+    from workflows.models import Entry
+
     agg = Entry.objects.filter(kind="step").aggregate(
         first=Min("started_at"), last=Max("finished_at"), n=Count("id")
     )

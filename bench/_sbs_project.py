@@ -146,13 +146,12 @@ def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
     """N runs x 10 steps inserted pending in one transaction while 2 `runworkflows --concurrency
     20` processes wait (steps/s from the entries' own timestamps, as `bench/_procs.throughput`);
     then, with the same processes busy on a backlog, `client.get_or_create(key)` timed alone."""
-    from django.db.models import Count, Max, Min
 
     from bench import _sbs_pg
     from bench._db import create_pending_runs, reset_tables
-    from bench._procs import RunnerProcess
+    from bench._procs import RunnerProcess, throughput_figures
     from workflows import conf
-    from workflows.models import Entry, Run
+    from workflows.models import Run
 
     runs, backlog, submits = sizes["throughput"], sizes["backlog"], sizes["submits"]
     reset_tables()
@@ -169,21 +168,8 @@ def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
         )
         wall = time.monotonic() - t0
         cpu = sum(r.cpu_seconds() for r in runners) - sum(cpu0)
-        agg = Entry.objects.filter(kind="step").aggregate(
-            first=Min("started_at"), last=Max("finished_at"), n=Count("id")
-        )
-        span = (agg["last"] - agg["first"]).total_seconds()
-        tp = {
-            "processes": 2,
-            "concurrency": 20,
-            "runs": runs,
-            "steps": agg["n"],
-            "steps_per_s": agg["n"] / span,
-            "span_s": span,
-            "wall_s": wall,
-            "runner_cpu_ms_per_step": cpu * 1000 / agg["n"],
-        }
-        progress(f"project: {agg['n']} steps in {span:.1f}s: {agg['n'] / span:,.0f} steps/s")
+        tp = throughput_figures(2, runs, wall, cpu)
+        progress(f"project: {tp['steps']} steps in {tp['span_s']:.1f}s: {tp['steps_per_s']:,.0f} steps/s")
 
         create_pending_runs("bench_ten", [[f"bl-{i}"] for i in range(backlog)])
         _sbs_pg.wait_count(lambda: _completed('["bl-'), 1, what="the backlog to start", interval=0.005)

@@ -198,7 +198,6 @@ class Runner:
         except Exception:
             logger.exception("run %s: execution failed; its lease will lapse", run.id)
         finally:
-            self._executions.pop(run.id, None)
             self._tasks.pop(run.id, None)
             self._poke()
 
