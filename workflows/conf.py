@@ -22,6 +22,11 @@ COMMIT_HOOKS (default `[]`)
     `"inspector.live.on_commit"` pokes the inspector's live pages through the channel layer: set
     it with a cross-process layer (channels-redis); with the in-memory layer a poke never leaves
     the runner's process, so it is useless there.
+OBSERVERS (default `[]`)
+    Dotted paths of `workflows.engine.observers.Observer` instances (or zero-argument callables
+    that return one) the runner tells of each execution, commit and its own load: traces,
+    metrics and log lines are observers. Each is called in line on the runner's loop: cheap,
+    never blocking.
 POLL_SECONDS (default `None`: 0.5 with the in-memory channel layer, 2.0 with any other)
     The inspector's: how often a live page's WebSocket consumer re-reads the database besides
     the pokes it gets.
@@ -47,6 +52,7 @@ from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
 from .engine.definition import Registry
+from .engine.observers import Observer
 
 if TYPE_CHECKING:
     from .core.records import Commit
@@ -57,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_SECONDS": 30.0,
     "HEARTBEAT_SECONDS": None,
     "COMMIT_HOOKS": [],
+    "OBSERVERS": [],
     "POLL_SECONDS": None,
     "RUN_STREAM_AUTH": "token",
     "RUN_STREAM_TOKEN_SECONDS": 3600.0,
@@ -121,6 +128,15 @@ def default_store() -> DjangoStore:
 def commit_hooks() -> list[Callable[[str, Commit], Awaitable[None]]]:
     """The async `hook(run_id, commit)` callables named by WORKFLOWS["COMMIT_HOOKS"]."""
     return [import_string(path) for path in get("COMMIT_HOOKS")]
+
+
+def observers() -> list[Observer]:
+    """The observers named by WORKFLOWS["OBSERVERS"]: an instance, or a factory of one."""
+    found: list[Observer] = []
+    for path in get("OBSERVERS"):
+        obj = import_string(path)
+        found.append(obj if isinstance(obj, Observer) else obj())
+    return found
 
 
 def run_sync_step(fn: Callable[[Any], Any], step: Any) -> Any:

@@ -23,6 +23,7 @@ from ..storage.base import Store
 from . import defaults
 from .definition import Registry
 from .execution import Ended, Execution
+from .observers import Observer, Observers, RunnerSample
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ SHUTDOWN_GRACE = 30.0  # seconds: how long a stopping runner lets running steps 
 STORE_RETRY_BASE = 0.5  # seconds: first pause after the store failed, doubling ...
 STORE_RETRY_MAX = 30.0  # seconds: ... up to this
 RUN_RETRY_MAX = 2.0  # seconds: an abandoned run is tried again at least this often
+SAMPLE_EVERY = 5.0  # seconds between the runner's samples of its slots and loop lag (observers)
 
 
 class Runner:
@@ -50,6 +52,7 @@ class Runner:
         owner: str | None = None,
         watch: bool = True,
         commit_hooks: list[CommitHook] | None = None,
+        observers: list[Observer] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -64,6 +67,7 @@ class Runner:
         self.watch = watch
         self.commit_hooks = list(commit_hooks or [])
         self._hook_tasks: set[asyncio.Task[None]] = set()
+        self.observers = Observers(observers or [])
         # Wake times of the runs this runner suspended: it wakes for them without asking the store.
         self._timers: list[dt.datetime] = []
         self.schedule_check = min(IDLE_POLL, lease_seconds / 2)  # seconds between reads of the schedule
@@ -94,6 +98,8 @@ class Runner:
         helpers = [asyncio.create_task(self._heartbeat_loop(), name="workflows-heartbeat")]
         if self.watch:
             helpers.append(asyncio.create_task(self.store.watch(self._poke), name="workflows-watch"))
+        if self.observers:
+            helpers.append(asyncio.create_task(self._sample_loop(), name="workflows-sample"))
         logger.info("runner %s started (concurrency %d)", self.owner, self.concurrency)
         try:
             failures = 0
@@ -202,6 +208,7 @@ class Runner:
             self._poke()
 
     async def _execute_once(self, run: RunRecord) -> Ended:
+        claimed_at = self.clock.now()
         if run.taken_over:  # the last execution was cut off: record what it lost first
             await self.store.arecover_cut_attempts(
                 run.id,
@@ -219,15 +226,18 @@ class Runner:
             store=self.store,
             clock=self.clock,
             owner=self.owner,
-            on_commit=lambda commit: self._on_commit(run.id, commit),
+            on_commit=lambda commit: self._on_commit(run, commit),
             sync_step_runner=defaults.sync_step_runner(),
         )
         execution.interrupt_requested = self._stopping
         self._executions[run.id] = execution
+        self.observers.execution_started(run, owner=self.owner, claimed_at=claimed_at)
+        outcome = Ended("abandoned")  # unless the execution says otherwise
         try:
             outcome = await execution.execute()
         finally:
             self._executions.pop(run.id, None)
+            self.observers.execution_ended(run, status=outcome.status, wake_at=outcome.wake_at)
         if outcome.wake_at is not None:
             heapq.heappush(self._timers, outcome.wake_at)
         logger.debug("run %s: %s", run.id, outcome.status)
@@ -262,7 +272,9 @@ class Runner:
             )
         return None
 
-    def _on_commit(self, run_id: str, commit: Commit) -> None:
+    def _on_commit(self, run: RunRecord, commit: Commit) -> None:
+        run_id = run.id
+        self.observers.committed(run, commit)
         if commit.messages:
             self._poke()  # we may have created or woken a run; stores don't notify their own writes
         for hook in self.commit_hooks:
@@ -299,6 +311,23 @@ class Runner:
                         task.cancel()
                 elif held[run_id] and execution is not None:
                     execution.request_cancel()
+
+    async def _sample_loop(self) -> None:
+        """Tell observers this runner's slots and how late its event loop wakes (a step body
+        that blocks the loop shows up here as lag)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            expected = loop.time() + SAMPLE_EVERY
+            await asyncio.sleep(SAMPLE_EVERY)
+            used = len(self._tasks)
+            self.observers.runner_sampled(
+                RunnerSample(
+                    owner=self.owner,
+                    slots_used=used,
+                    slots_free=max(0, self.concurrency - used),
+                    loop_lag=max(0.0, loop.time() - expected),
+                )
+            )
 
     async def _drain_on_stop(self) -> None:
         if not self._tasks:

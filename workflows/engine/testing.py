@@ -23,6 +23,7 @@ from ..core.clock import FakeClock
 from ..storage.base import Store
 from . import defaults
 from .definition import Registry
+from .observers import Observer
 from .runner import Runner
 
 MAX_ROUNDS = 10_000  # guard against a workflow that never settles (e.g. an endless timer loop)
@@ -42,15 +43,24 @@ async def arun_until_idle(
     clock: FakeClock | None = None,
     concurrency: int = 10,
     advance: bool = True,
+    observers: list[Observer] | None = None,
 ) -> FakeClock:
     """Run every runnable run; when none is left but some sleep, jump the clock to the earliest
     wake and go on. Returns when only message waits (or nothing) remain. With `advance=False` the
-    clock stays put: only what is due now runs (e.g. to act before a timeout). Returns the clock."""
+    clock stays put: only what is due now runs (e.g. to act before a timeout). `observers` see the
+    executions as a runner's would (to test traces or metrics). Returns the clock."""
     registry = registry or defaults.default_registry()
     store = store or defaults.default_store()
     clock = clock or SkippingClock()
     for _ in range(MAX_ROUNDS):
-        runner = Runner(registry=registry, store=store, clock=clock, concurrency=concurrency, watch=False)
+        runner = Runner(
+            registry=registry,
+            store=store,
+            clock=clock,
+            concurrency=concurrency,
+            watch=False,
+            observers=observers,
+        )
         await runner.run_due()
         when = await store.anext_wake_at(owner="", workflows=registry.names())
         if when is None or (not advance and when > clock.now()):
@@ -66,7 +76,8 @@ def run_until_idle(
     clock: FakeClock | None = None,
     concurrency: int = 10,
     advance: bool = True,
+    observers: list[Observer] | None = None,
 ) -> FakeClock:
     return async_to_sync(arun_until_idle)(
-        registry, store=store, clock=clock, concurrency=concurrency, advance=advance
+        registry, store=store, clock=clock, concurrency=concurrency, advance=advance, observers=observers
     )

@@ -41,6 +41,7 @@ class Command(BaseCommand):
             lease_seconds=conf.lease_seconds(),
             heartbeat_seconds=conf.heartbeat_seconds(),
             commit_hooks=conf.commit_hooks(),
+            observers=conf.observers(),
         )
 
         async def main() -> None:
