@@ -184,6 +184,11 @@ class RunPage:
     usage_total: dict[str, int]
     queued: str  # from creation to the first claim
     attempt_total: int
+    parent: Run | None = None  # a child run's parent (ctx.child) ...
+    children: list[Run] = field(default_factory=list)  # ... and a parent's children, oldest first
+
+
+CHILDREN_SHOWN = 50  # a run page lists at most this many children
 
 
 def _entry_order(entry: Entry) -> tuple:
@@ -336,6 +341,8 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
         usage_total=dict(usage_total),
         queued=format_duration((run.started_at - run.created_at).total_seconds()) if run.started_at else "—",
         attempt_total=sum(view.entry.attempts for view in steps),
+        parent=Run.objects.filter(id=run.parent_id).first() if run.parent_id else None,
+        children=list(Run.objects.filter(parent_id=run.id).order_by("created_at")[:CHILDREN_SHOWN]),
     )
 
 

@@ -6,6 +6,7 @@ Importing this package never touches the database or Django's app registry.
 from .core.clock import Clock, FakeClock
 from .core.exceptions import (
     BadInput,
+    ChildFailed,
     CriticalError,
     HistoryDiverged,
     InvalidKey,
@@ -34,6 +35,7 @@ __all__ = [
     "OPERATOR",
     "ActionContext",
     "BadInput",
+    "ChildFailed",
     "Clock",
     "CriticalError",
     "ErrorContext",

@@ -50,6 +50,14 @@ class Run(models.Model):
     epoch = models.PositiveIntegerField(
         default=0, help_text="Operator replays so far: part of every step's idempotency key."
     )
+    # A child run (`ctx.child`): the run that started it, and the parent's internal queue that the
+    # child's last commit reports its end on. No database constraint: pruning an old parent leaves
+    # its child's link dangling rather than blocking the prune.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.DO_NOTHING, related_name="children",
+        db_index=False, db_constraint=False,
+    )  # fmt: skip
+    parent_queue = models.CharField(max_length=400, null=True, blank=True)  # NULL: no parent
 
     class Meta:
         constraints = [
@@ -61,6 +69,7 @@ class Run(models.Model):
             models.Index(fields=["workflow", "-created_at"], name="workflows_run_workflow"),
             models.Index(fields=["-created_at"], name="workflows_run_created"),
             models.Index(fields=["transitioned_at"], name="workflows_run_transitioned"),  # the live list
+            models.Index(fields=["parent"], name="workflows_run_parent", condition=Q(parent__isnull=False)),
         ]
 
     def __str__(self) -> str:

@@ -133,8 +133,17 @@ async def announce_body(ctx):
     return await ctx.step("publish", _announce_then_block)
 
 
+async def parent_body(ctx):
+    """Starts a `crash` run as its child (the child blocks until released) and takes its result."""
+    await ctx.step("p1", _logged)
+    result = await ctx.child("kid", "crash", [ctx.key[0] + "-kid"])
+    await ctx.step("p2", _logged)
+    return result
+
+
 registry = setup(
     use={
+        "parent": workflow(parent_body),
         "announce": workflow(announce_body, events={"progress": event()}),
         "blink": workflow(blink_body, state=lambda: {"stage": "queued"}),
         "crash": workflow(crash_body),

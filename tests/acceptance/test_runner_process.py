@@ -51,6 +51,27 @@ def test_sigkill_mid_step__restart_finishes_without_rerunning_recorded_steps(run
     assert second.wait(20) == 0
 
 
+def test_sigkill_in_a_child__restart_finishes_child_then_parent_each_step_once(runners):
+    parent = registry.client("parent").get_or_create(["fam"])
+    first = runners.start()
+    wait_for(
+        lambda: runners.ledger()["fam-kid block:start"] == 1, what="the child to enter its blocking step"
+    )
+    first.kill()
+    first.wait(10)
+    (runners.workdir / "release").touch()
+    second = runners.start()
+    wait_for(lambda: run_status(parent.run_id) == "completed", what="the parent to complete after restart")
+    child = Run.objects.get(workflow="crash", key=["fam-kid"])
+    assert str(child.parent_id) == parent.run_id and child.status == "completed"
+    ledger = runners.ledger()
+    assert ledger["fam p1"] == 1 and ledger["fam p2"] == 1
+    assert ledger["fam-kid one"] == 1 and ledger["fam-kid two"] == 1 and ledger["fam-kid four"] == 1
+    assert parent.info().result == [1, 2, "released", 4]
+    second.send_signal(signal.SIGTERM)
+    assert second.wait(20) == 0
+
+
 def test_two_runners__every_run_runs_each_step_exactly_once(runners):
     client = registry.client("many")
     ids = [client.get_or_create([f"r{i}"]).run_id for i in range(200)]

@@ -60,8 +60,14 @@ EXPENSE_CHOICES = {
     "Refuse": {"pay": False, "approver": OPERATOR, "reason": ""},
 }
 
+
+async def family_run(ctx):
+    return await ctx.child("kid", "flaky", [ctx.key[0] + "-kid"])
+
+
 registry = setup(
     use={
+        "family": workflow(family_run, version="v1"),
         "approval": workflow(
             approval_run,
             state=lambda: {"stage": "queued"},

@@ -117,6 +117,18 @@ def test_run_page__steps_attempts_usage_and_secrets_masked(admin_client):
     assert "Replay from here" in page
 
 
+def test_run_page__links_a_parent_and_its_children_both_ways(admin_client):
+    start("family", "fam")
+    run_until_idle(flows.registry)
+    parent = Run.objects.get(workflow="family")
+    child = Run.objects.get(workflow="flaky", key=["fam-kid"])
+    assert child.parent_id == parent.id
+    parent_page = admin_client.get(url("inspect", parent.id)).content.decode()
+    assert "data-run-children" in parent_page and url("inspect", child.id) in parent_page
+    child_page = admin_client.get(url("inspect", child.id)).content.decode()
+    assert "data-run-parent" in child_page and url("inspect", parent.id) in child_page
+
+
 def test_change_view_redirects_to_the_inspector(admin_client):
     run = waiting_approval()
     response = admin_client.get(url("change", run.id))

@@ -4,6 +4,8 @@
     ├── CriticalError              a step failed for good: no retry (raise it from a step)
     ├── RetryAfter                 retry this step after `seconds` (e.g. a 429's Retry-After)
     ├── StepFailed                 a step failed terminally (kind: critical | timeout | exhausted)
+    │   └── ChildFailed            a child run failed or was cancelled (kind: failed | cancelled)
+    ├── ChildConflict              a child's key belongs to a run that is not this run's child
     ├── JoinError                  one or more join branches failed (errors by branch)
     ├── RaceError                  every race branch failed (errors by branch)
     ├── HistoryDiverged            the code asked for another entry than the history recorded
@@ -58,6 +60,22 @@ class StepFailed(WorkflowError):
         self.kind = kind  # "critical" | "timeout" | "exhausted"
         self.error = error
         super().__init__(f"step {step_name!r} failed ({kind}): {error.get('name')}: {error.get('message')}")
+
+
+class ChildFailed(StepFailed):
+    """A child run (`ctx.child`) ended failed or cancelled; raised into the parent's body (and on
+    every replay of it). `error` is the child's error; `child_run_id` names the child."""
+
+    def __init__(self, name: str, kind: str, error: dict[str, Any], child_run_id: str) -> None:
+        self.child_run_id = child_run_id
+        super().__init__(name, kind, error)
+        self.args = (
+            f"child {name!r} (run {child_run_id}) {kind}: {error.get('name')}: {error.get('message')}",
+        )
+
+
+class ChildConflict(WorkflowError):
+    """`ctx.child` named a key that a run which is not this run's child already has."""
 
 
 class JoinError(WorkflowError):

@@ -41,6 +41,7 @@ class EntryKind(StrEnum):
     TRY = "try"
     CHECKPOINT = "checkpoint"
     VERSION = "version"
+    CHILD = "child"  # a child run started by this one, awaited durably
 
 
 class Outcome(StrEnum):
@@ -83,6 +84,8 @@ class RunRecord:
     previous_owner: str = ""  # when taken over: the runner that held it ...
     lease_lapsed_at: dt.datetime | None = None  # ... and when its lease ran out
     epoch: int = 0  # operator replays so far: part of every step's idempotency key
+    parent_id: str | None = None  # a child run: the run that started it (`ctx.child`) ...
+    parent_queue: str | None = None  # ... and the internal queue its end is reported on
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,6 +215,24 @@ class OutgoingMessage:
     key: list[str] | None = None
     version: str = ""
     initial_state: dict[str, Any] | None = None
+    # Dropped, not refused, when the target run has ended: a child's end reported to a parent that
+    # is gone (cancelled, failed) must not fail the child's own last commit.
+    drop_if_ended: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildStart:
+    """A child run to create with the commit that records the parent's `ctx.child` entry, so the
+    child exists exactly when that entry does, whatever crashes between."""
+
+    workflow: str
+    key: list[str]
+    version: str
+    initial_state: dict[str, Any]
+    parent_queue: str  # where the child reports its end to the parent
+
+
+CHILD_QUEUE_PREFIX = "$child:"  # internal queues: a user's queue name never starts with "$"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -232,6 +253,7 @@ class Commit:
     events: list[tuple[str, Any]] = field(default_factory=list)  # the body's, on_error's: once each
     live_events: list[tuple[str, Any, EventOrigin]] = field(default_factory=list)  # from running steps
     messages: list[OutgoingMessage] = field(default_factory=list)
+    children: list[ChildStart] = field(default_factory=list)  # child runs to create (ctx.child)
     complete: list[tuple[int, Any]] = field(default_factory=list)  # (message id, response)
     prune: list[str] = field(default_factory=list)  # scopes to delete, with the scopes under them
     transition: Transition | None = None

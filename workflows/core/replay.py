@@ -149,6 +149,10 @@ class History:
         cursor.next_position = position + 1
         return decide(scope, position, recorded, input, now)
 
+    def entries_of_kind(self, kind: str) -> list[EntryRecord]:
+        """Every recorded entry of `kind`, whatever its scope (e.g. the children to cancel)."""
+        return [e for entries in self._recorded.values() for e in entries.values() if e.kind == kind]
+
     def skip(self, scope: str) -> EntryRecord:
         """Take the next recorded entry without running anything (a retired entry, `removed`)."""
         cursor = self._cursors.setdefault(scope, _Cursor())

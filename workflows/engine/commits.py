@@ -15,7 +15,7 @@ from typing import Any
 from ..core.clock import Clock
 from ..core.exceptions import LeaseLost, StoreUnavailable, WorkflowError
 from ..core.jsonvalue import dumps
-from ..core.records import Commit, CommitResult, EntryRecord, EntryWrite, EventOrigin
+from ..core.records import ChildStart, Commit, CommitResult, EntryRecord, EntryWrite, EventOrigin
 from ..core.replay import History
 from ..core.signals import Abandoned, Aborted
 from ..storage.base import Store
@@ -72,6 +72,12 @@ class CommitPipeline:
         self._pending.entries.append((write, None))
         self.history.record(record_of(write, write.id))
 
+    def add_pending_child(self, write: EntryWrite, start: ChildStart) -> None:
+        """A `child` entry and the child run it starts: written together, with the next commit."""
+        self.add_pending(write)
+        self._pending.children = [c for c in self._pending.children if c.parent_queue != start.parent_queue]
+        self._pending.children.append(start)
+
     def add_pending_event(self, event: str, payload: Any) -> None:
         self._pending.events.append((event, payload))
 
@@ -93,6 +99,7 @@ class CommitPipeline:
         commit.entries[:0] = [(w, a) for w, a in pending.entries if (w.scope, w.position) not in slots]
         commit.events[:0] = pending.events
         commit.complete[:0] = pending.complete
+        commit.children[:0] = pending.children
         encoded = self.state_change()
         if encoded is not None:
             # A snapshot: the store may serialize it in another thread while branches go on.
@@ -128,6 +135,7 @@ class CommitPipeline:
         pending.entries += self._pending.entries
         pending.events += self._pending.events
         pending.complete += self._pending.complete
+        pending.children += self._pending.children
         self._pending = pending
 
     # --- events a step broadcasts, stored at once -------------------------------------------------

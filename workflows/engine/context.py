@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.exceptions import StepFailed
 from ..core.values import Failure, Message, RaceResult, TryResult
-from . import flow, markers, steps, waits
+from . import children, flow, markers, steps, waits
 from .step_context import StepContext
 
 if TYPE_CHECKING:
@@ -126,6 +126,14 @@ class RunContext:
     async def removed(self, name: str, kind: str = "step") -> None:
         """Retire an entry of old code: runs that recorded it skip it."""
         await markers.removed(self._ex, self._scope, name, kind)
+
+    async def child(
+        self, name: str, workflow: str, key: list[str] | tuple[str, ...], input: Any = None
+    ) -> Any:
+        """Start a run of `workflow` under `key` (once, even across crashes) and wait for its end
+        without holding anything. Returns the child's result; raises `ChildFailed` when it failed
+        or was cancelled. `input` (JSON) reaches the child as `ctx.state["input"]`."""
+        return await children.child(self._ex, self._scope, name, workflow, key, input)
 
     async def sleep(self, name: str, seconds: float) -> None:
         await waits.sleep(self._ex, self._scope, name, seconds=seconds)

@@ -31,6 +31,7 @@ from ..core.exceptions import (
 from ..core.jsonvalue import normalize
 from ..core.keys import validate_key
 from ..core.records import (
+    TERMINAL,
     Commit,
     CommitResult,
     EntryKind,
@@ -47,6 +48,7 @@ from ..core.replay import Decision, History
 from ..core.signals import Abandoned, Aborted, Cancelled, Frontier, Interrupted, Suspend, Unwind
 from ..core.values import ErrorEvent, WorkflowErrorInfo, error_info
 from ..storage.base import Store
+from .children import cancel_live_children, report_to_parent
 from .commits import CommitPipeline
 from .context import RunContext
 from .definition import Registry, Workflow
@@ -122,6 +124,7 @@ class Execution:
                 self.history.check_finished("")
                 result = normalize(result, "the workflow's result")
             except Cancelled:
+                await cancel_live_children(self)
                 await self._compensate()
                 return await self._end(Transition(status=RunStatus.CANCELLED), "cancelled")
             except Unwind:
@@ -168,8 +171,11 @@ class Execution:
         self._rollback_failures = failures
 
     async def _end(self, transition: Transition, status: str, wake_at: dt.datetime | None = None) -> Ended:
+        commit = Commit(transition=transition)
+        if transition.status in TERMINAL:  # a child tells its parent, in its last commit
+            commit.messages = report_to_parent(self.run, transition.status, transition.result)
         try:
-            await self.commit(Commit(transition=transition))
+            await self.commit(commit)
         except Aborted:
             return Ended("lost")
         except Abandoned:
@@ -180,7 +186,12 @@ class Execution:
         error = error_info(exc)
         if self._rollbacks:
             error["rollback"] = {"ran": len(self._rollbacks), "failed": self._rollback_failures}
+        try:
+            await cancel_live_children(self)
+        except Abandoned:
+            return Ended("abandoned")
         commit = Commit(transition=Transition(status=RunStatus.FAILED, error=error))
+        commit.messages = report_to_parent(self.run, RunStatus.FAILED, error=error)
         c = self.call_on_error(ErrorEvent(workflow=WorkflowErrorInfo(error=error)))
         if c is not None:
             commit.events.extend(c.events)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, cast
 
-from ..core.exceptions import BadInput, LeaseLost, RunBusy, RunFinished, RunNotFound
+from ..core.exceptions import BadInput, ChildConflict, LeaseLost, RunBusy, RunFinished, RunNotFound
 from ..core.jsonvalue import normalize
 from ..core.records import (
     LIVE,
@@ -26,6 +26,7 @@ from ..core.records import (
     Audit,
     AuditAction,
     AuditRecord,
+    ChildStart,
     Commit,
     CommitResult,
     EntryKind,
@@ -311,6 +312,8 @@ class MemoryStore(Store):
                 self.messages[message_id] = replace(message, response=response, completed_at=now)
         for outgoing in commit.messages:
             self._insert_message(outgoing, now)
+        for start in commit.children:
+            self._start_child(run.id, start, now)
         if t is not None and t.status == RunStatus.WAITING and t.wait_queues is not None:
             if any(
                 m.run_id == run.id
@@ -321,7 +324,19 @@ class MemoryStore(Store):
                 self.runs[run.id] = replace(self.runs[run.id], wake_at=now)
         return CommitResult(entry_ids=ids, cancel_requested=self.runs[run.id].cancel_requested)
 
-    def _insert_message(self, outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
+    def _start_child(self, parent_id: str, start: ChildStart, now: dt.datetime) -> None:
+        child, created = self.get_or_create_run(
+            workflow=start.workflow, key=start.key, version=start.version,
+            initial_state=start.initial_state, now=now,
+        )  # fmt: skip
+        if created:
+            self.runs[child.id] = replace(
+                self.runs[child.id], parent_id=parent_id, parent_queue=start.parent_queue
+            )
+        elif child.parent_id != parent_id:
+            raise ChildConflict(f"{start.workflow} run {child.id} already has the key {start.key!r}")
+
+    def _insert_message(self, outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord | None:
         if outgoing.run_id is not None:
             run = self.runs.get(outgoing.run_id)
             if run is None:
@@ -334,6 +349,8 @@ class MemoryStore(Store):
             )  # fmt: skip
             run = self.runs[run.id]
         if run.status in TERMINAL:
+            if outgoing.drop_if_ended:
+                return None
             raise RunFinished(f"run {run.id} is {run.status}; it takes no more messages")
         if run.status in (RunStatus.PENDING, RunStatus.WAITING):
             self.runs[run.id] = replace(run, wake_at=now)
@@ -358,6 +375,7 @@ class MemoryStore(Store):
     ) -> MessageRecord:
         with self._lock:
             record = self._insert_message(message, now)
+            assert record is not None  # only a child's report to its parent is ever dropped
             if audit is not None:
                 self._audit(
                     record.run_id,

@@ -29,6 +29,8 @@ def run_record(run: Run) -> RunRecord:
         lease_owner=run.lease_owner,
         cancel_requested=run.cancel_requested,
         epoch=run.epoch,
+        parent_id=str(run.parent_id) if run.parent_id else None,
+        parent_queue=run.parent_queue or None,
     )
 
 
@@ -47,7 +49,7 @@ def message_record(m: Message) -> MessageRecord:
 
 RUN_COLUMNS = (
     "id", "workflow", "key", "version", "status", "state", "result", "error", "created_at", "wake_at",
-    "lease_owner", "cancel_requested", "epoch",
+    "lease_owner", "cancel_requested", "epoch", "parent_id", "parent_queue",
 )  # fmt: skip
 
 
@@ -82,6 +84,8 @@ def run_from_row(row: tuple[Any, ...], fresh: bool = False, taken_over: bool = F
         lease_owner=values["lease_owner"],
         cancel_requested=bool(values["cancel_requested"]),
         epoch=int(values["epoch"]),
+        parent_id=str(uuid.UUID(str(values["parent_id"]))) if values["parent_id"] else None,
+        parent_queue=values["parent_queue"] or None,
         fresh=fresh,
         taken_over=taken_over,
     )

@@ -241,6 +241,7 @@ class DjangoStore(DjangoRepairs, Store):
             return writes.send_to_run(message, now)  # one statement
         with transaction.atomic(), connection.cursor() as cursor:
             record = writes.insert_message(cursor, message, now)
+            assert record is not None  # only a child's report to its parent is ever dropped
             notify.notify(cursor)
             if audit is not None:
                 details = {"queue": message.queue, "message": record.id}

@@ -14,12 +14,13 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
-from ...core.exceptions import LeaseLost, RunFinished, RunNotFound
+from ...core.exceptions import ChildConflict, LeaseLost, RunFinished, RunNotFound
 from ...core.keys import key_identity
 from ...core.records import (
     LIVE,
     LOST_EVENTS,
     TERMINAL,
+    ChildStart,
     Commit,
     CommitResult,
     EntryKind,
@@ -48,7 +49,7 @@ def commit(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitR
 def _fits_one_statement(commit: Commit) -> bool:
     """The commits the one-statement path handles: at most one entry and its attempt, state,
     events and a transition that needs no message check."""
-    if commit.messages or commit.complete or commit.prune or len(commit.entries) > 1:
+    if commit.messages or commit.children or commit.complete or commit.prune or len(commit.entries) > 1:
         return False
     if commit.entries and commit.entries[0][0].consumes:
         return False
@@ -140,7 +141,9 @@ def _commit_statements(
             cursor.execute(sql.COMPLETE_MESSAGE, [sql.j(response), sql.t(now), message_id])
         for outgoing in commit.messages:
             insert_message(cursor, outgoing, now)
-        if commit.messages:
+        for start in commit.children:
+            start_child(run_id, start, now)
+        if commit.messages or commit.children:
             notify(cursor)
         transition = commit.transition
         if transition is not None and transition.status == RunStatus.WAITING:
@@ -212,11 +215,20 @@ def _wake_if_message_waiting(cursor: Any, rid: Any, queues: tuple[str, ...] | No
 
 
 def create_run(
-    workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
+    workflow: str,
+    key: list[str],
+    version: str,
+    initial_state: dict[str, Any],
+    now: dt.datetime,
+    *,
+    parent_id: str | None = None,
+    parent_queue: str | None = None,
 ) -> Run:
     """A new run, runnable at once. The caller holds a transaction (and notifies)."""
     key_text, key_hash = key_identity(key)
     return Run.objects.create(
+        parent_id=parent_id,
+        parent_queue=parent_queue,
         workflow=workflow,
         key=key,
         key_text=key_text,
@@ -282,7 +294,27 @@ def send_to_run(outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
     )
 
 
-def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
+def start_child(parent_id: str, start: ChildStart, now: dt.datetime) -> None:
+    """Create a child run with its parent link, in the parent's commit; nothing when the parent
+    already has that child. ChildConflict when another run holds the key."""
+    found = Run.objects.filter(workflow=start.workflow, key_hash=key_identity(start.key)[1])
+    existing = found.values_list("parent_id", flat=True)
+    if not existing.exists():
+        with transaction.atomic():  # a savepoint: a concurrent creator wins, then we check it
+            try:
+                create_run(
+                    start.workflow, start.key, start.version, start.initial_state, now,
+                    parent_id=parent_id, parent_queue=start.parent_queue,
+                )  # fmt: skip
+                return
+            except IntegrityError:
+                pass
+    owner = existing.first()
+    if owner is None or str(owner) != parent_id:
+        raise ChildConflict(f"a {start.workflow} run already has the key {start.key!r}")
+
+
+def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord | None:
     """Store a message and wake its run (created when it names a missing workflow and key); the
     caller holds a transaction. RunFinished when the target run has ended."""
     if outgoing.run_id is not None:
@@ -307,10 +339,14 @@ def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> 
     assert target is not None
     run_pk, status = target
     if status in TERMINAL:
+        if outgoing.drop_if_ended:
+            return None
         raise RunFinished(f"run {run_pk} is {status}; it takes no more messages")
     rid = sql.rid(str(run_pk))
     cursor.execute(sql.WAKE_FOR_MESSAGE, [RunStatus.PENDING, RunStatus.WAITING, sql.t(now), rid, *LIVE])
     if cursor.rowcount != 1:
+        if outgoing.drop_if_ended:
+            return None
         raise RunFinished(f"run {run_pk} finished; it takes no more messages")
     cursor.execute(sql.INSERT_MESSAGE, [rid, outgoing.queue, sql.j(outgoing.body), sql.t(now)])
     return MessageRecord(
