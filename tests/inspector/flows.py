@@ -4,7 +4,7 @@ inspector; `expense` declares labels and a decision queue."""
 
 from __future__ import annotations
 
-from workflows import CriticalError, event, queue, setup, workflow
+from workflows import CriticalError, Limiter, event, queue, setup, workflow
 from workflows.engine.definition import OPERATOR
 
 FAIL: set[str] = set()
@@ -60,8 +60,14 @@ EXPENSE_CHOICES = {
     "Refuse": {"pay": False, "approver": OPERATOR, "reason": ""},
 }
 
+
+async def metered_run(ctx):
+    return await ctx.step("lookup", lambda s: "found", limit="crm")
+
+
 registry = setup(
     use={
+        "metered": workflow(metered_run, version="v1"),
         "approval": workflow(
             approval_run,
             state=lambda: {"stage": "queued"},
@@ -77,5 +83,6 @@ registry = setup(
             labels=("claimant", "phase", "amount", "card_token"),
             version="v1",
         ),
-    }
+    },
+    limiters=[Limiter("crm", requests_per_minute=1)],
 )
