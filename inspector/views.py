@@ -29,6 +29,7 @@ def dashboard(request):
             stats=dashboard_selectors.dashboard_stats(),
             runs=[selectors.run_summary(r) for r in selectors.recent_runs()],
             decisions=[_with_buttons(d) for d in dashboard_selectors.awaiting_decision()],
+            limiters=dashboard_selectors.limiter_use(),
         ),
     )
 

@@ -26,6 +26,7 @@ from .core.exceptions import (
     UnknownWorkflow,
     WorkflowError,
 )
+from .core.limits import Limiter
 from .core.values import ActionContext, ErrorEvent, Failure, Loop, Message, RaceResult, TryResult
 from .engine.context import RunContext
 from .engine.definition import OPERATOR, Registry, Workflow, event, queue, setup, workflow
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidKey",
     "InvalidMessage",
     "JoinError",
+    "Limiter",
     "Loop",
     "Message",
     "MessageTimeout",

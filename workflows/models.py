@@ -236,3 +236,34 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class Limiter(models.Model):
+    """One row per named limiter, locked (by an update) while a runner decides an admission, so
+    two runners never both take the last slot. Its figures live in code (`workflows.Limiter`)."""
+
+    name = models.CharField(max_length=100, primary_key=True)
+    touched_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LimiterSlot(models.Model):
+    """One admitted attempt under a limiter: counted against requests_per_minute from
+    `acquired_at`, against concurrency until `released_at` (or `expires_at`, if its runner
+    died), and against tokens_per_minute with the `tokens` it recorded. Rows older than the
+    window are deleted as new ones are admitted."""
+
+    limiter = models.CharField(max_length=100)
+    holder = models.CharField(max_length=300, help_text="run id, scope, step and attempt")
+    acquired_at = models.DateTimeField()
+    released_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField()
+    tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["limiter", "acquired_at"], name="workflows_slot_limiter")]
+
+    def __str__(self) -> str:
+        return f"{self.limiter}: {self.holder}"

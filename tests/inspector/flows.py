@@ -4,7 +4,7 @@ inspector; `expense` declares labels and a decision queue."""
 
 from __future__ import annotations
 
-from workflows import CriticalError, event, queue, setup, workflow
+from workflows import CriticalError, Limiter, event, queue, setup, workflow
 from workflows.engine.definition import OPERATOR
 
 FAIL: set[str] = set()
@@ -65,9 +65,14 @@ async def family_run(ctx):
     return await ctx.child("kid", "flaky", [ctx.key[0] + "-kid"])
 
 
+async def metered_run(ctx):
+    return await ctx.step("lookup", lambda s: "found", limit="crm")
+
+
 registry = setup(
     use={
         "family": workflow(family_run, version="v1"),
+        "metered": workflow(metered_run, version="v1"),
         "approval": workflow(
             approval_run,
             state=lambda: {"stage": "queued"},
@@ -83,5 +88,6 @@ registry = setup(
             labels=("claimant", "phase", "amount", "card_token"),
             version="v1",
         ),
-    }
+    },
+    limiters=[Limiter("crm", requests_per_minute=1)],
 )

@@ -129,6 +129,20 @@ def test_run_page__links_a_parent_and_its_children_both_ways(admin_client):
     assert "data-run-parent" in child_page and url("inspect", parent.id) in child_page
 
 
+def test_limiter__the_waiting_step_and_the_dashboard_say_so(admin_client):
+    start("metered", "m1")
+    start("metered", "m2")
+    run_until_idle(flows.registry, advance=False)
+    waiting = Run.objects.get(workflow="metered", status="waiting")
+    page = admin_client.get(url("inspect", waiting.id)).content.decode()
+    assert "waiting for limiter crm (1 req/min)" in page
+    assert "No attempt is spent while waiting" in page
+    dashboard = admin_client.get(reverse("inspector:dashboard")).content.decode()
+    row = dashboard[dashboard.index('data-limiter="crm"') :].split("</tr>")[0]
+    cells = [c.split(">", 1)[1].split("<")[0] for c in row.split("<td")[1:]]
+    assert cells == ["crm", "1 req/min", "0", "1", "0", "1"]
+
+
 def test_change_view_redirects_to_the_inspector(admin_client):
     run = waiting_approval()
     response = admin_client.get(url("change", run.id))

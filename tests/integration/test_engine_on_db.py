@@ -5,5 +5,6 @@ from tests.unit.test_children import *  # noqa: F403
 from tests.unit.test_engine import *  # noqa: F403
 from tests.unit.test_flow import *  # noqa: F403
 from tests.unit.test_idempotency_key import *  # noqa: F403
+from tests.unit.test_limiters import *  # noqa: F403
 from tests.unit.test_lost_events import *  # noqa: F403
 from tests.unit.test_store_failures import *  # noqa: F403

@@ -62,7 +62,10 @@ class RunContext:
         retry_backoff_base: float = 0.1,
         retry_backoff_max: float = 30.0,
         rollback: Callable[..., Any] | None = None,
+        limit: str | None = None,
     ) -> Any:
+        """Run `fn(step)` once and record its result (see the options in the README). `limit`
+        names a registered `Limiter` the step's attempts share with every other run."""
         return await steps.step(
             self._ex,
             self._scope,
@@ -75,6 +78,7 @@ class RunContext:
             retry_backoff_base=retry_backoff_base,
             retry_backoff_max=retry_backoff_max,
             rollback=rollback,
+            limit=limit,
         )
 
     async def try_step(

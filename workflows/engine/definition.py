@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.clock import Clock
 from ..core.exceptions import (
+    BadInput,
     InvalidMessage,
     NotRecordable,
     UnknownAction,
@@ -21,6 +22,7 @@ from ..core.exceptions import (
     UnknownWorkflow,
 )
 from ..core.jsonvalue import normalize
+from ..core.limits import Limiter
 from ..storage.base import Store
 from .client import WorkflowClient
 
@@ -225,7 +227,18 @@ class Registry:
     (whose `ctx.get_version` gates then keep it on its branch).
     """
 
-    def __init__(self, workflows: Mapping[str, Workflow | list[Workflow] | tuple[Workflow, ...]]) -> None:
+    def __init__(
+        self,
+        workflows: Mapping[str, Workflow | list[Workflow] | tuple[Workflow, ...]],
+        limiters: Iterable[Limiter] = (),
+    ) -> None:
+        self.limiters: dict[str, Limiter] = {}
+        for limiter in limiters:
+            if not isinstance(limiter, Limiter):
+                raise TypeError(f"{limiter!r} is not a Limiter (build it with workflows.Limiter(...))")
+            if limiter.name in self.limiters:
+                raise ValueError(f"limiter {limiter.name!r} is registered twice")
+            self.limiters[limiter.name] = limiter
         self._versions: dict[str, list[Workflow]] = {}
         for name, given in workflows.items():
             definitions = list(given) if isinstance(given, list | tuple) else [given]
@@ -258,11 +271,26 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self.workflows)
 
+    def limiter(self, name: str) -> Limiter:
+        """The limiter a step names with `limit=`."""
+        try:
+            return self.limiters[name]
+        except KeyError:
+            known = ", ".join(sorted(self.limiters)) or "none"
+            raise BadInput(
+                f"no limiter named {name!r} is registered (setup(..., limiters=[...]); known: {known})"
+            ) from None
+
     def merged(self, other: Registry) -> Registry:
         clash = set(self._versions) & set(other._versions)
         if clash:
             raise ValueError(f"workflow names registered twice: {sorted(clash)}")
-        return Registry({**self._versions, **other._versions})
+        limiters = dict(self.limiters)
+        for name, limiter in other.limiters.items():
+            if limiters.get(name, limiter) != limiter:
+                raise ValueError(f"limiter {name!r} is registered twice with different limits")
+            limiters[name] = limiter
+        return Registry({**self._versions, **other._versions}, limiters=limiters.values())
 
     def client(self, name: str, *, store: Store | None = None, clock: Clock | None = None) -> WorkflowClient:
         """A client for runs of `name`, over `store` (default: the store the app configured)."""
@@ -270,6 +298,11 @@ class Registry:
         return WorkflowClient(self, name, store=store, clock=clock)
 
 
-def setup(use: Mapping[str, Workflow | list[Workflow] | tuple[Workflow, ...]]) -> Registry:
-    """Name workflows: `{"aiJob": ai_job}`, or `{"aiJob": [latest, older, ...]}`."""
-    return Registry(use)
+def setup(
+    use: Mapping[str, Workflow | list[Workflow] | tuple[Workflow, ...]],
+    *,
+    limiters: Iterable[Limiter] = (),
+) -> Registry:
+    """Name workflows: `{"aiJob": ai_job}`, or `{"aiJob": [latest, older, ...]}`; `limiters` are
+    the named limits their steps may share (`ctx.step(..., limit="openai")`)."""
+    return Registry(use, limiters=limiters)

@@ -11,15 +11,25 @@ import asyncio
 import copy
 import datetime as dt
 import inspect
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..core.exceptions import BadInput, CriticalError, RetryAfter, RunFinished, RunNotFound, StepFailed
+from ..core.exceptions import (
+    BadInput,
+    CriticalError,
+    RetryAfter,
+    RunFinished,
+    RunNotFound,
+    StepFailed,
+    StoreUnavailable,
+)
 from ..core.jsonvalue import normalize
+from ..core.limits import Limiter, tokens_used
 from ..core.records import AttemptWrite, Commit, EntryKind, EntryStatus, EntryWrite, Outcome
 from ..core.replay import Action
 from ..core.retry import RetryPolicy
-from ..core.signals import Aborted, Suspend
+from ..core.signals import Abandoned, Aborted, Suspend
 from ..core.values import ErrorEvent, StepErrorInfo, error_info
 from .step_context import StepContext
 
@@ -27,6 +37,10 @@ if TYPE_CHECKING:
     from .execution import Execution
 
 STEP_MARK_AFTER = 0.5  # seconds a step runs before it is marked `running` in the store
+LONGEST_HOLD = 3600.0  # seconds: how long a limiter slot of a step with no timeout may be held
+HOLD_MARGIN = 60.0  # seconds a limiter slot outlives its attempt's timeout (a dead runner's slot)
+
+logger = logging.getLogger(__name__)
 
 
 class StepTimeout(Exception):
@@ -46,7 +60,9 @@ async def step(
     retry_backoff_base: float,
     retry_backoff_max: float,
     rollback: Callable[..., Any] | None = None,
+    limit: str | None = None,
 ) -> Any:
+    limiter = ex.registry.limiter(limit) if limit is not None else None  # BadInput: unknown name
     if rollback is not None and not ex.has_checkpoint:
         raise BadInput(f"step {name!r} has a rollback: call `await ctx.rollback_checkpoint(...)` before it")
     policy = RetryPolicy(
@@ -71,6 +87,11 @@ async def step(
     if attempt > policy.max_retries + 1:  # cut-off (lost) attempts used up its retries
         await _give_up_after_lost_attempts(
             ex, scope, name, decision.position, decision.entry_id, input, attempt
+        )
+    slot = None
+    if limiter is not None:
+        slot = await _admit(
+            ex, limiter, scope, name, decision.position, decision.entry_id, input, attempt, timeout
         )
     started = ex.clock.now()
     first_started = decision.started_at or started
@@ -100,8 +121,12 @@ async def step(
         outcome, failure = Outcome.ERROR, exc
     except asyncio.CancelledError:  # a lost race, a stopping runner: no marker after the fact
         marker.abandon()
+        if slot is not None:
+            await _release(ex, slot, step_ctx.meta)
         raise
     finished = ex.clock.now()
+    if slot is not None:  # charged what the attempt recorded, before its record commits
+        await _release(ex, slot, step_ctx.meta)
     try:
         meta = normalize(step_ctx.meta, f"the meta of step {name!r}") or None
     except BadInput as exc:
@@ -232,6 +257,51 @@ async def _give_up_after_lost_attempts(
     )  # fmt: skip
     await ex.commit(Commit(entries=[(entry, None)]))
     raise StepFailed(name, "exhausted", error)
+
+
+async def _admit(
+    ex: Execution,
+    limiter: Limiter,
+    scope: str,
+    name: str,
+    position: int,
+    entry_id: int | None,
+    input: Any,
+    attempt: int,
+    timeout: float,
+) -> int:
+    """Take a slot of the step's limiter, or wait for one durably: the entry is recorded as
+    waiting for the limiter (no attempt spent) and the run suspends until the limiter may admit
+    it, holding nothing. Returns the slot to release after the attempt."""
+    now = ex.clock.now()
+    # A slot whose runner dies mid-attempt stops counting once the attempt would have timed out.
+    hold = dt.timedelta(seconds=(timeout or LONGEST_HOLD) + HOLD_MARGIN)
+    try:
+        grant = await ex.store.aacquire_limit(
+            limiter, holder=f"{ex.run.id}:{scope}/{name}#{attempt}", expires_at=now + hold, now=now
+        )
+    except StoreUnavailable as exc:
+        raise Abandoned() from exc
+    if grant.slot is not None:
+        return grant.slot
+    assert grant.retry_at is not None
+    waiting = {"limiter": limiter.name, "limits": limiter.describe(), "reason": grant.reason,
+               "until": grant.retry_at.isoformat()}  # fmt: skip
+    ex.add_pending(
+        EntryWrite(
+            id=entry_id, scope=scope, position=position, name=name, kind=EntryKind.STEP,
+            status=EntryStatus.WAITING, input=input, wake_at=grant.retry_at, attempts=attempt - 1,
+            meta={"waiting_for": waiting},
+        )
+    )  # fmt: skip
+    raise Suspend(grant.retry_at)
+
+
+async def _release(ex: Execution, slot: int, meta: Any) -> None:
+    try:
+        await ex.store.arelease_limit(slot, tokens=tokens_used(meta), now=ex.clock.now())
+    except StoreUnavailable:  # the slot stops counting when it expires
+        logger.warning("run %s: could not release limiter slot %s; it expires on its own", ex.run.id, slot)
 
 
 class RunningMarker:

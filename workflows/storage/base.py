@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
+from ..core.limits import Grant, Limiter
 from ..core.records import (
     NOT_EDITED,
     Audit,
@@ -110,6 +111,23 @@ class Store(ABC):
     def request_cancel(self, run_id: str, *, now: dt.datetime) -> RunRecord: ...
 
     @abstractmethod
+    def acquire_limit(
+        self, limiter: Limiter, *, holder: str, expires_at: dt.datetime, now: dt.datetime
+    ) -> Grant:
+        """Admit one attempt under `limiter` now, across every runner, or say when to ask again
+        (core.limits.decide over the limiter's uses). `holder` names the attempt; a slot whose
+        holder never releases it stops counting as held at `expires_at`."""
+
+    @abstractmethod
+    def release_limit(self, slot: int, *, tokens: int, now: dt.datetime) -> None:
+        """The attempt holding `slot` ended; it used `tokens` (charged to tokens_per_minute)."""
+
+    @abstractmethod
+    def limiter_use(self, names: list[str], *, now: dt.datetime) -> dict[str, dict[str, int]]:
+        """For the dashboard: per limiter, attempts `held` now, `started` and `tokens` in the last
+        minute."""
+
+    @abstractmethod
     def list_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]: ...
 
     # --- operators' repairs: each one transaction with its audit entry --------------------------------
@@ -156,6 +174,8 @@ class Store(ABC):
     asend = _twin("send")
     aget_message = _twin("get_message")
     arequest_cancel = _twin("request_cancel")
+    aacquire_limit = _twin("acquire_limit")
+    arelease_limit = _twin("release_limit")
     alist_events = _twin("list_events")
     areplay = _twin("replay")
     aretry_now = _twin("retry_now")

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from ..core.exceptions import BadInput, ChildConflict, LeaseLost, RunBusy, RunFinished, RunNotFound
 from ..core.jsonvalue import normalize
+from ..core.limits import WINDOW, Grant, Limiter, SlotUse, decide
 from ..core.records import (
     LIVE,
     LOST_EVENTS,
@@ -45,6 +46,15 @@ from ..core.records import (
 from .base import Store
 
 
+def _use_figures(uses: list[SlotUse], now: dt.datetime) -> dict[str, int]:
+    since = now - WINDOW
+    return {
+        "held": sum(1 for u in uses if u.released_at is None and u.expires_at > now),
+        "started": sum(1 for u in uses if u.acquired_at > since),
+        "tokens": sum(u.tokens for u in uses if u.released_at is not None and u.released_at > since),
+    }
+
+
 class MemoryStore(Store):
     def __init__(self) -> None:
         self.runs: dict[str, RunRecord] = {}
@@ -59,6 +69,7 @@ class MemoryStore(Store):
         self._ids = itertools.count(1)
         self._started: set[str] = set()
         self._lock = threading.RLock()
+        self.limit_slots: dict[int, tuple[str, str, SlotUse]] = {}  # id -> (limiter, holder, use)
 
     def _copy(self, run: RunRecord) -> RunRecord:
         return replace(run, state=copy.deepcopy(run.state), key=list(run.key))
@@ -400,6 +411,41 @@ class MemoryStore(Store):
                 run = replace(run, cancel_requested=True, wake_at=wake)
                 self.runs[run_id] = run
             return self._copy(run)
+
+    # --- limiters ---
+    def acquire_limit(
+        self, limiter: Limiter, *, holder: str, expires_at: dt.datetime, now: dt.datetime
+    ) -> Grant:
+        with self._lock:
+            horizon = now - WINDOW
+            for slot_id, (_name, _h, use) in list(self.limit_slots.items()):
+                if use.acquired_at < horizon and (use.released_at or use.expires_at) < horizon:
+                    del self.limit_slots[slot_id]  # out of every window: forget it
+            uses = [use for name, _h, use in self.limit_slots.values() if name == limiter.name]
+            admitted, retry_at, reason = decide(limiter, uses, now)
+            if not admitted:
+                return Grant(slot=None, retry_at=retry_at, reason=reason)
+            slot_id = next(self._ids)
+            self.limit_slots[slot_id] = (
+                limiter.name,
+                holder,
+                SlotUse(acquired_at=now, released_at=None, expires_at=expires_at, tokens=0),
+            )
+            return Grant(slot=slot_id)
+
+    def release_limit(self, slot: int, *, tokens: int, now: dt.datetime) -> None:
+        with self._lock:
+            found = self.limit_slots.get(slot)
+            if found is not None and found[2].released_at is None:
+                name, holder, use = found
+                self.limit_slots[slot] = (name, holder, replace(use, released_at=now, tokens=max(0, tokens)))
+
+    def limiter_use(self, names: list[str], *, now: dt.datetime) -> dict[str, dict[str, int]]:
+        with self._lock:
+            return {
+                name: _use_figures([u for n, _h, u in self.limit_slots.values() if n == name], now)
+                for name in names
+            }
 
     def list_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:
         with self._lock:

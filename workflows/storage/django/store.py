@@ -33,6 +33,7 @@ from django.db import (
 
 from ...core.exceptions import LeaseLost, RunNotFound, StoreUnavailable
 from ...core.keys import key_identity
+from ...core.limits import Grant, Limiter
 from ...core.records import (
     LIVE,
     TERMINAL,
@@ -49,7 +50,7 @@ from ...core.records import (
 )
 from ...models import Entry, Message, Run
 from ..base import Store
-from . import notify, sql, writes
+from . import limits, notify, sql, writes
 from .repairs import DjangoRepairs, write_audit
 from .rows import (
     ENTRY_FIELDS,
@@ -265,6 +266,17 @@ class DjangoStore(DjangoRepairs, Store):
                 run.save(update_fields=fields)
                 notify.notify_now()
         return run_record(run)
+
+    def acquire_limit(
+        self, limiter: Limiter, *, holder: str, expires_at: dt.datetime, now: dt.datetime
+    ) -> Grant:
+        return limits.acquire(limiter, holder, expires_at, now)
+
+    def release_limit(self, slot: int, *, tokens: int, now: dt.datetime) -> None:
+        limits.release(slot, tokens, now)
+
+    def limiter_use(self, names: list[str], *, now: dt.datetime) -> dict[str, dict[str, int]]:
+        return limits.use(names, now)
 
     def list_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:
         return events_after(run_id, after=after, limit=limit)
