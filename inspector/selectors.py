@@ -14,9 +14,11 @@ from django.db.models import IntegerField, Max, OuterRef, Prefetch, Q, QuerySet,
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from workflows import conf
 from workflows import selectors as workflow_reads
 from workflows.core.records import RunStatus
 from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run
+from workflows.telemetry.tracing import trace_id
 
 from .declarations import RunLabels, run_labels
 from .masking import mask
@@ -184,6 +186,8 @@ class RunPage:
     usage_total: dict[str, int]
     queued: str  # from creation to the first claim
     attempt_total: int
+    trace_id: str | None = None  # of the request that started the run (tracing on)
+    trace_url: str | None = None  # WORKFLOWS["TRACE_URL"] with it
 
 
 def _entry_order(entry: Entry) -> tuple:
@@ -336,7 +340,16 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
         usage_total=dict(usage_total),
         queued=format_duration((run.started_at - run.created_at).total_seconds()) if run.started_at else "—",
         attempt_total=sum(view.entry.attempts for view in steps),
+        **_trace(run),
     )
+
+
+def _trace(run: Run) -> dict[str, str | None]:
+    """The run's trace id, from the context stored when it was started, and its link."""
+    tid = trace_id(run.trace_context)
+    template = conf.get("TRACE_URL")
+    url = template.replace("{trace_id}", tid) if tid and isinstance(template, str) else None
+    return {"trace_id": tid, "trace_url": url}
 
 
 def current_entry(run_id: str, entry_id: int) -> Entry | None:

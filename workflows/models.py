@@ -50,6 +50,9 @@ class Run(models.Model):
     epoch = models.PositiveIntegerField(
         default=0, help_text="Operator replays so far: part of every step's idempotency key."
     )
+    trace_context = models.JSONField(
+        null=True, blank=True, help_text="W3C trace context of the request that started the run (tracing on)."
+    )
 
     class Meta:
         constraints = [
@@ -149,6 +152,9 @@ class Message(models.Model):
     )
     response = models.JSONField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    trace_context = models.JSONField(
+        null=True, blank=True, help_text="W3C trace context of the sender (tracing on)."
+    )
 
     class Meta:
         ordering = ["id"]

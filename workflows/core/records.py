@@ -83,6 +83,9 @@ class RunRecord:
     previous_owner: str = ""  # when taken over: the runner that held it ...
     lease_lapsed_at: dt.datetime | None = None  # ... and when its lease ran out
     epoch: int = 0  # operator replays so far: part of every step's idempotency key
+    # The W3C trace context (traceparent, tracestate) of the request that started the run, as
+    # `opentelemetry.propagate.inject` wrote it; None when no tracing was configured.
+    trace_context: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +116,7 @@ class MessageRecord:
     response: Any = None
     completed_at: dt.datetime | None = None
     consumed_at: dt.datetime | None = None
+    trace_context: dict[str, str] | None = None  # the sender's trace context (see RunRecord)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,6 +192,8 @@ class EntryWrite:
     attempts: int = 0
     meta: dict[str, Any] | None = None
     consumes: list[int] = field(default_factory=list)  # message ids this queue wait takes
+    # Not stored: the trace contexts their senders stored with them, for observers (trace links).
+    consumed_contexts: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,6 +218,7 @@ class OutgoingMessage:
     key: list[str] | None = None
     version: str = ""
     initial_state: dict[str, Any] | None = None
+    trace_context: dict[str, str] | None = None  # the sender's; also the created run's
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,6 +29,7 @@ def run_record(run: Run) -> RunRecord:
         lease_owner=run.lease_owner,
         cancel_requested=run.cancel_requested,
         epoch=run.epoch,
+        trace_context=run.trace_context,
     )
 
 
@@ -42,12 +43,13 @@ def message_record(m: Message) -> MessageRecord:
         response=m.response,
         completed_at=m.completed_at,
         consumed_at=m.consumed_at,
+        trace_context=m.trace_context,
     )
 
 
 RUN_COLUMNS = (
     "id", "workflow", "key", "version", "status", "state", "result", "error", "created_at", "wake_at",
-    "lease_owner", "cancel_requested", "epoch",
+    "lease_owner", "cancel_requested", "epoch", "trace_context",
 )  # fmt: skip
 
 
@@ -82,6 +84,7 @@ def run_from_row(row: tuple[Any, ...], fresh: bool = False, taken_over: bool = F
         lease_owner=values["lease_owner"],
         cancel_requested=bool(values["cancel_requested"]),
         epoch=int(values["epoch"]),
+        trace_context=_json_value(values["trace_context"]),
         fresh=fresh,
         taken_over=taken_over,
     )
