@@ -12,12 +12,17 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from tests.unit.test_tracing import Traced, traced  # noqa: F401 - the fixture, used here too
+from tests.tracing_support import Traced, tracing
 from workflows import conf, queue, setup, workflow
 from workflows.engine.client import WorkflowClient
 from workflows.models import Message, Run
 from workflows.storage.django import DjangoStore, sql
 from workflows.testing import arun_until_idle, run_until_idle
+
+
+@pytest.fixture
+def traced():
+    yield from tracing()
 
 
 def _waiting_registry():

@@ -121,4 +121,7 @@ def test_workflows_log_json_writes_each_line_as_one_json_object():
         [sys.executable, "-c", script], cwd=ROOT, env={**env, "WORKFLOWS_LOG_JSON": "0"},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert plain.returncode == 0 and "WARNING workflows.activity: run r1 wf step s attempt 2 error" in plain.stderr
+    assert (
+        plain.returncode == 0
+        and "WARNING workflows.activity: run r1 wf step s attempt 2 error" in plain.stderr
+    )

@@ -11,46 +11,19 @@ from __future__ import annotations
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from tests.tracing_support import Traced, tracing
 from workflows import queue, setup, workflow
-from workflows.telemetry.tracing import (
-    TracingObserver,
-    gen_ai_attributes,
-    ns,
-    producer_span,
-    trace_id,
-    use_tracer_provider,
-)
+from workflows.telemetry.tracing import gen_ai_attributes, ns, producer_span, trace_id
 from workflows.testing import arun_until_idle
 
 from .test_store_failures import Blink, quick_store_retries  # noqa: F401 - the fixture, used here too
 
 
-class Traced:
-    """A provider of the test's own, its exporter, and an observer tracing with it."""
-
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.observer = TracingObserver(tracer_provider=self.provider)
-
-    def spans(self):
-        return list(self.exporter.get_finished_spans())
-
-    def named(self, prefix: str):
-        return [s for s in self.spans() if s.name.startswith(prefix)]
-
-
 @pytest.fixture
 def traced():
-    t = Traced()
-    with use_tracer_provider(t.provider):
-        yield t
-    t.provider.shutdown()
+    yield from tracing()
 
 
 async def _run(h, reg, traced: Traced) -> None:

@@ -139,8 +139,8 @@ def gen_ai_attributes(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     Token counts come from `gen_ai`, else from `usage`. Nothing when neither is there."""
     if not isinstance(meta, Mapping):
         return {}
-    gen_ai = meta.get("gen_ai") if isinstance(meta.get("gen_ai"), Mapping) else {}
-    usage = meta.get("usage") if isinstance(meta.get("usage"), Mapping) else {}
+    gen_ai = _mapping(meta.get("gen_ai"))
+    usage = _mapping(meta.get("usage"))
     if not gen_ai and not usage:
         return {}
     attrs: dict[str, Any] = {"gen_ai.operation.name": _text(gen_ai.get("operation")) or "chat"}
@@ -162,6 +162,10 @@ def gen_ai_attributes(meta: Mapping[str, Any] | None) -> dict[str, Any]:
         if count is not None:
             attrs[attribute] = count
     return attrs
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _text(value: Any) -> str | None:
