@@ -275,3 +275,18 @@ def test_trace_id_reads_a_stored_carrier():
     assert trace_id(carrier) == "0af7651916cd43dd8448eb211c80319c"
     assert trace_id(None) is None and trace_id({}) is None and trace_id({"traceparent": "junk"}) is None
     assert trace_id(["not", "a", "carrier"]) is None  # type: ignore[arg-type]
+
+
+async def test_a_refused_send_ends_its_span_with_the_error_type_and_stores_nothing(h, traced):
+    async def body(ctx):
+        return await ctx.queue.next("w", names=["go"])
+
+    reg = setup(use={"wf": workflow(body, queues={"go": queue()})})
+    handle = await h.client(reg, "wf").aget_or_create(["k"])
+    with pytest.raises(Exception) as refused:
+        await handle.asend("nope", {"password": "hunter2"})
+    [send] = traced.named("send ")
+    assert send.status.status_code == StatusCode.ERROR
+    assert send.attributes["error.type"] == type(refused.value).__name__
+    assert not send.events and "hunter2" not in str(send.status.description)
+    assert await h.store.aavailable_messages(handle.run_id, None, 10) == []

@@ -110,18 +110,27 @@ def producer_span(
 ) -> Iterator[Producer]:
     """A PRODUCER span around a start (`operation="start"`) or a send, current while the block
     runs (so the store's queries nest under it when they are traced); its carrier goes into the
-    same insert as the run or the message. An exception ends it with status ERROR."""
+    same insert as the run or the message. An exception ends it with status ERROR and its
+    `error.type` (not its message, which may quote the refused body)."""
     name = f"{operation} {workflow}" + (f".{queue}" if queue else "")
     attrs: dict[str, Any] = {"workflows.operation": operation, "workflows.workflow.name": workflow}
     if queue is not None:
         attrs["workflows.queue"] = queue
     if run_id is not None:
         attrs["workflows.run.id"] = run_id
-    with get_tracer().start_as_current_span(name, kind=SpanKind.PRODUCER, attributes=attrs) as span:
+    with get_tracer().start_as_current_span(
+        name, kind=SpanKind.PRODUCER, attributes=attrs, record_exception=False, set_status_on_exception=False
+    ) as span:
         carrier: dict[str, str] = {}
         if span.get_span_context().is_valid:
             propagate.inject(carrier)
-        yield Producer(span, carrier or None)
+        try:
+            yield Producer(span, carrier or None)
+        except BaseException as exc:
+            if span.is_recording():
+                span.set_attribute("error.type", type(exc).__name__)
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            raise
 
 
 # --- GenAI attributes from a step's meta ----------------------------------------------------------
