@@ -166,6 +166,8 @@ WORKFLOWS = {
     # token /jobs hands out), "session" or "open" (anyone with the run id). See inspector/access.py.
     "RUN_STREAM_AUTH": os.environ.get("WORKFLOWS_RUN_STREAM_AUTH", "token"),
     "RUN_STREAM_TOKEN_SECONDS": float(os.environ.get("WORKFLOWS_RUN_STREAM_TOKEN_SECONDS", "3600")),
+    # The inspector links a run's trace id here, e.g. https://tempo.example/trace/{trace_id}.
+    "TRACE_URL": os.environ.get("WORKFLOWS_TRACE_URL") or None,
 }
 
 # --- Django tasks (the django-tasks backport of django.tasks) ----------------------
@@ -190,11 +192,21 @@ JOBS_REQUIRE_API_KEY = env_bool("JOBS_REQUIRE_API_KEY", False)
 # Largest body POST /jobs accepts; a bigger one is refused with 413 before it is parsed.
 JOBS_MAX_BODY_BYTES = int(os.environ.get("JOBS_MAX_BODY_BYTES", str(1024 * 1024)))
 
+# WORKFLOWS_LOG_JSON=1: one JSON object per line (python-json-logger), with the structured fields
+# of the engine's activity lines (logger `workflows.activity`: run_id, step, attempt, outcome, ...).
+LOG_JSON = env_bool("WORKFLOWS_LOG_JSON")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_JSON else "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }

@@ -14,9 +14,11 @@ from django.db.models import IntegerField, Max, OuterRef, Prefetch, Q, QuerySet,
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from workflows import conf
 from workflows import selectors as workflow_reads
 from workflows.core.records import RunStatus
 from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run
+from workflows.telemetry.tracing import trace_id
 
 from .declarations import RunLabels, run_labels
 from .masking import mask
@@ -186,6 +188,8 @@ class RunPage:
     attempt_total: int
     parent: Run | None = None  # a child run's parent (ctx.child) ...
     children: list[Run] = field(default_factory=list)  # ... and a parent's children, oldest first
+    trace_id: str | None = None  # of the request that started the run (tracing on)
+    trace_url: str | None = None  # WORKFLOWS["TRACE_URL"] with it
 
 
 CHILDREN_SHOWN = 50  # a run page lists at most this many children
@@ -343,7 +347,16 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
         attempt_total=sum(view.entry.attempts for view in steps),
         parent=Run.objects.filter(id=run.parent_id).first() if run.parent_id else None,
         children=list(Run.objects.filter(parent_id=run.id).order_by("created_at")[:CHILDREN_SHOWN]),
+        **_trace(run),
     )
+
+
+def _trace(run: Run) -> dict[str, str | None]:
+    """The run's trace id, from the context stored when it was started, and its link."""
+    tid = trace_id(run.trace_context)
+    template = conf.get("TRACE_URL")
+    url = template.replace("{trace_id}", tid) if tid and isinstance(template, str) else None
+    return {"trace_id": tid, "trace_url": url}
 
 
 def current_entry(run_id: str, entry_id: int) -> Entry | None:

@@ -105,6 +105,7 @@ async def extract(step) -> dict[str, list[str]]:
             client, prompts.extract_messages(title, transcript), json_object=True
         )
     step.meta["usage"] = completion.usage
+    step.meta["gen_ai"] = completion.gen_ai()
     extracted = prompts.parse_extraction(completion.content)  # invalid JSON raises: retried
     step.state.update(title=title, extracted=extracted)
     return extracted
@@ -129,6 +130,7 @@ async def summarize(step, *, transcript: str) -> str:
     async with http.client() as client:
         completion = await model.complete(client, messages)
     step.meta["usage"] = completion.usage
+    step.meta["gen_ai"] = completion.gen_ai()
     summary = completion.content.strip()
     if not summary:
         raise http.InvalidReply("model returned an empty brief")

@@ -11,6 +11,7 @@ Settings (`settings.WORKFLOWS`, see workflows/conf.py):
     workflows.E007  a duration is not a positive number, or HEARTBEAT_SECONDS >= LEASE_SECONDS
     workflows.E008  REGISTRIES or COMMIT_HOOKS is not a list of dotted paths
     workflows.E009  RUN_STREAM_AUTH is not "token", "session" or "open"
+    workflows.E010  TRACE_URL is not a URL with `{trace_id}` in it
     workflows.W001  an old flat setting (WORKFLOWS_REGISTRIES, ...) is set: it is no longer read
     workflows.W002  REGISTRIES is empty: there is nothing to run
 Database:
@@ -101,6 +102,19 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 f'WORKFLOWS["RUN_STREAM_AUTH"] must be "token", "session" or "open", not {stream_auth!r}.',
                 hint="Who may follow a run's WebSocket; see workflows/conf.py.",
                 id="workflows.E009",
+            )
+        )
+    trace_url = raw.get("TRACE_URL")
+    if trace_url is not None and not (
+        isinstance(trace_url, str)
+        and trace_url.startswith(("http://", "https://"))
+        and "{trace_id}" in trace_url
+    ):
+        errors.append(
+            checks.Error(
+                f'WORKFLOWS["TRACE_URL"] must be an http(s) URL with "{{trace_id}}" in it, not {trace_url!r}.',
+                hint='e.g. "https://tempo.example/trace/{trace_id}"; leave it out to show trace ids as text.',
+                id="workflows.E010",
             )
         )
     for key in ("REGISTRIES", "COMMIT_HOOKS"):

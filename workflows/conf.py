@@ -22,11 +22,14 @@ COMMIT_HOOKS (default `[]`)
     `"inspector.live.on_commit"` pokes the inspector's live pages through the channel layer: set
     it with a cross-process layer (channels-redis); with the in-memory layer a poke never leaves
     the runner's process, so it is useless there.
-OBSERVERS (default `[]`)
+OBSERVERS (default: the activity log lines and the OpenTelemetry spans, see DEFAULT_OBSERVERS)
     Dotted paths of `workflows.engine.observers.Observer` instances (or zero-argument callables
     that return one) the runner tells of each execution, commit and its own load: traces,
     metrics and log lines are observers. Each is called in line on the runner's loop: cheap,
-    never blocking.
+    never blocking. `[]` turns them all off.
+TRACE_URL (default `None`)
+    The inspector's: a URL with `{trace_id}` (e.g. `"https://tempo.example/trace/{trace_id}"`);
+    a run's page then links its trace id to it. Unset: the trace id is shown as text.
 POLL_SECONDS (default `None`: 0.5 with the in-memory channel layer, 2.0 with any other)
     The inspector's: how often a live page's WebSocket consumer re-reads the database besides
     the pokes it gets.
@@ -58,12 +61,20 @@ if TYPE_CHECKING:
     from .core.records import Commit
     from .storage.django import DjangoStore
 
+# Every runner logs its activity (logger `workflows.activity`) and traces it through the
+# OpenTelemetry API: a no-op unless the process configured an SDK.
+DEFAULT_OBSERVERS = [
+    "workflows.telemetry.logs.ActivityLogObserver",
+    "workflows.telemetry.tracing.TracingObserver",
+]
+
 DEFAULTS: dict[str, Any] = {
     "REGISTRIES": [],
     "LEASE_SECONDS": 30.0,
     "HEARTBEAT_SECONDS": None,
     "COMMIT_HOOKS": [],
-    "OBSERVERS": [],
+    "OBSERVERS": DEFAULT_OBSERVERS,
+    "TRACE_URL": None,
     "POLL_SECONDS": None,
     "RUN_STREAM_AUTH": "token",
     "RUN_STREAM_TOKEN_SECONDS": 3600.0,

@@ -58,6 +58,9 @@ class Run(models.Model):
         db_index=False, db_constraint=False,
     )  # fmt: skip
     parent_queue = models.CharField(max_length=400, null=True, blank=True)  # NULL: no parent
+    trace_context = models.JSONField(
+        null=True, blank=True, help_text="W3C trace context of the request that started the run (tracing on)."
+    )
 
     class Meta:
         constraints = [
@@ -158,6 +161,9 @@ class Message(models.Model):
     )
     response = models.JSONField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    trace_context = models.JSONField(
+        null=True, blank=True, help_text="W3C trace context of the sender (tracing on)."
+    )
 
     class Meta:
         ordering = ["id"]

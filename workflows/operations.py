@@ -17,6 +17,7 @@ from .core.records import NOT_EDITED, Audit, AuditAction, OutgoingMessage
 from .engine.definition import Registry
 from .models import Entry, Run
 from .storage.django.repairs import write_audit  # the Django store writes every audit entry
+from .telemetry.tracing import producer_span
 
 
 def _now() -> dt.datetime:
@@ -88,6 +89,8 @@ def send(run_id: str, queue: str, body: Any, *, registry: Registry, actor: str, 
     run = store.get_run(str(run_id))
     spec = registry.get(run.workflow).queue_spec(queue, run.workflow)
     body = spec.validate(f"queue {run.workflow}.{queue}", body)
-    outgoing = OutgoingMessage(queue=queue, body=body, run_id=run.id)
-    message = store.send(outgoing, now=_now(), audit=Audit(actor=actor, reason=reason))
+    with producer_span("send", run.workflow, queue=queue, run_id=run.id) as producer:
+        outgoing = OutgoingMessage(queue=queue, body=body, run_id=run.id, trace_context=producer.carrier)
+        message = store.send(outgoing, now=_now(), audit=Audit(actor=actor, reason=reason))
+        producer.produced(message_id=message.id)
     return message.id

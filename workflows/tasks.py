@@ -44,6 +44,7 @@ from .core.jsonvalue import normalize
 from .engine import defaults
 from .tasks_results import WORKFLOW, get_result
 from .tasks_workflow import TaskTimeout, registry, task_workflow
+from .telemetry.tracing import producer_span
 
 __all__ = [
     "WORKFLOW",
@@ -154,14 +155,16 @@ class DurableBackend(BaseTaskBackend):
         `transaction.atomic()`, the task exists iff that transaction commits."""
         self.validate_task(task)
         result, spec, now = self._prepare(task, args, kwargs)
-        _create_run(result.id, spec, now)
+        with producer_span("start", WORKFLOW) as producer:
+            _create_run(result.id, spec, now, producer.carrier)
         task_enqueued.send(type(self), task_result=result)
         return result
 
     async def aenqueue(self, task: Task[P, T], args: Any, kwargs: Any) -> TaskResult[T]:
         self.validate_task(task)
         result, spec, now = self._prepare(task, args, kwargs)
-        await defaults.default_store().run_sync(_create_run, result.id, spec, now)
+        with producer_span("start", WORKFLOW) as producer:
+            await defaults.default_store().run_sync(_create_run, result.id, spec, now, producer.carrier)
         await task_enqueued.asend(type(self), task_result=result)
         return result
 
@@ -240,13 +243,15 @@ class DurableBackend(BaseTaskBackend):
         return result, spec, now
 
 
-def _create_run(result_id: str, spec: dict[str, Any], now: dt.datetime) -> None:
+def _create_run(
+    result_id: str, spec: dict[str, Any], now: dt.datetime, trace_context: dict[str, str] | None = None
+) -> None:
     """The task's run, as `DjangoStore.get_or_create_run` starts one, less its look-up of an
     existing run: a new result id (a uuid4) names none. On the caller's connection: inside the
     caller's transaction, if any."""
     from .storage.django.writes import start_run
 
-    start_run(WORKFLOW, [result_id], task_workflow.version, spec, now)
+    start_run(WORKFLOW, [result_id], task_workflow.version, spec, now, trace_context)
 
 
 def _check_importable(task: Task) -> None:

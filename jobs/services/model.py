@@ -17,6 +17,18 @@ MODEL_TIMEOUT = 120.0  # seconds: the step's own timeout is the same
 class Completion:
     content: str
     usage: dict[str, Any] = field(default_factory=dict)  # the response's token counts, as given
+    request_model: str = ""  # the model asked for (OPENAI_MODEL) ...
+    response_model: str = ""  # ... and the one that answered, as the response names it
+
+    def gen_ai(self) -> dict[str, Any]:
+        """What a model step records as `step.meta["gen_ai"]`: its trace span then carries the
+        GenAI semantic conventions (workflows.telemetry.tracing; token counts from `usage`)."""
+        recorded: dict[str, Any] = {"operation": "chat", "provider": "openai"}
+        if self.request_model:
+            recorded["request_model"] = self.request_model
+        if self.response_model:
+            recorded["response_model"] = self.response_model
+        return recorded
 
 
 async def complete(
@@ -40,4 +52,10 @@ async def complete(
     if not isinstance(content, str):
         raise InvalidReply(f"model returned no message content: {str(data)[:200]}")
     usage = data.get("usage") if isinstance(data, dict) else None
-    return Completion(content=content, usage=usage if isinstance(usage, dict) else {})
+    answered_by = data.get("model") if isinstance(data, dict) else None
+    return Completion(
+        content=content,
+        usage=usage if isinstance(usage, dict) else {},
+        request_model=settings.OPENAI_MODEL or "",
+        response_model=answered_by if isinstance(answered_by, str) else "",
+    )

@@ -104,6 +104,16 @@ def test_e009__run_stream_auth_takes_three_modes(mode):
     assert error.id == "workflows.E009" and f"not {mode.upper()!r}" in error.msg
 
 
+@pytest.mark.parametrize("url", ["tempo.example/trace/{trace_id}", "https://tempo.example/trace/", 42])
+def test_e010__trace_url_is_an_http_url_with_the_trace_id(url):
+    base = {"REGISTRIES": ["jobs.workflows.registry"]}
+    with override_settings(WORKFLOWS={**base, "TRACE_URL": "https://tempo.example/trace/{trace_id}"}):
+        assert checks.check_settings() == []
+    with override_settings(WORKFLOWS={**base, "TRACE_URL": url}):
+        [error] = checks.check_settings()
+    assert error.id == "workflows.E010" and repr(url) in error.msg
+
+
 def test_e008__registries_must_be_a_list_of_paths():
     # A bare string would otherwise be read one character at a time.
     with override_settings(WORKFLOWS={"REGISTRIES": "jobs.workflows.registry"}):

@@ -17,6 +17,7 @@ from django_tasks.exceptions import (
     TaskResultMismatch,
 )
 
+from tests.tracing_support import tracing
 from workflows import tasks as durable
 from workflows.models import Entry, Run
 from workflows.testing import arun_until_idle, run_until_idle
@@ -336,3 +337,30 @@ def test_signals__a_failing_task_finished_receiver_does_not_run_the_task_again()
         task_finished.disconnect(broken)
     assert tasks.add.get_result(result.id).return_value == 10
     assert tasks.CALLS["add 9"] == 1
+
+
+# --- traces --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def traced():
+    yield from tracing()
+
+
+def test_enqueue__traced__stores_its_producer_context_and_the_task_run_continues_it(traced):
+    result = tasks.add.enqueue(2, b=3)
+    [start] = traced.named("start ")
+    assert start.name == "start django.task"
+    run = run_of(result.id)
+    assert run.trace_context["traceparent"].split("-")[2] == format(start.context.span_id, "016x")
+    run_tasks(observers=[traced.observer])
+    [execution] = traced.named("workflow ")
+    assert execution.parent.span_id == start.context.span_id
+    [step] = traced.named("step ")
+    assert step.parent.span_id == execution.context.span_id
+    assert step.attributes["workflows.step.outcome"] == "ok"
+
+
+def test_enqueue__untraced__stores_no_context():
+    result = tasks.add.enqueue(2, b=3)
+    assert run_of(result.id).trace_context is None

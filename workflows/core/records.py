@@ -86,6 +86,9 @@ class RunRecord:
     epoch: int = 0  # operator replays so far: part of every step's idempotency key
     parent_id: str | None = None  # a child run: the run that started it (`ctx.child`) ...
     parent_queue: str | None = None  # ... and the internal queue its end is reported on
+    # The W3C trace context (traceparent, tracestate) of the request that started the run, as
+    # `opentelemetry.propagate.inject` wrote it; None when no tracing was configured.
+    trace_context: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,6 +119,7 @@ class MessageRecord:
     response: Any = None
     completed_at: dt.datetime | None = None
     consumed_at: dt.datetime | None = None
+    trace_context: dict[str, str] | None = None  # the sender's trace context (see RunRecord)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,6 +195,8 @@ class EntryWrite:
     attempts: int = 0
     meta: dict[str, Any] | None = None
     consumes: list[int] = field(default_factory=list)  # message ids this queue wait takes
+    # Not stored: the trace contexts their senders stored with them, for observers (trace links).
+    consumed_contexts: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,6 +224,7 @@ class OutgoingMessage:
     # Dropped, not refused, when the target run has ended: a child's end reported to a parent that
     # is gone (cancelled, failed) must not fail the child's own last commit.
     drop_if_ended: bool = False
+    trace_context: dict[str, str] | None = None  # the sender's; also the created run's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,6 +237,7 @@ class ChildStart:
     version: str
     initial_state: dict[str, Any]
     parent_queue: str  # where the child reports its end to the parent
+    trace_context: dict[str, str] | None = None  # the parent's: the child continues its trace
 
 
 CHILD_QUEUE_PREFIX = "$child:"  # internal queues: a user's queue name never starts with "$"

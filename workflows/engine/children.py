@@ -87,8 +87,13 @@ async def child(
         ex.pipeline.add_pending_child(
             entry,
             ChildStart(
-                workflow=workflow, key=key, version=target.version, initial_state=initial, parent_queue=queue
-            ),
+                workflow=workflow,
+                key=key,
+                version=target.version,
+                initial_state=initial,
+                parent_queue=queue,
+                trace_context=ex.run.trace_context,
+            ),  # fmt: skip
         )
         raise Suspend(None, (queue,))
     available = await ex.available_messages([queue], 1)

@@ -15,6 +15,7 @@ from ..core.exceptions import MessageTimeout, RunFinished, RunNotFound
 from ..core.keys import validate_key
 from ..core.records import TERMINAL, EventRecord, MessageRecord, OutgoingMessage, RunRecord
 from ..core.values import ActionContext
+from ..telemetry.tracing import producer_span
 from . import defaults
 
 if TYPE_CHECKING:
@@ -41,26 +42,33 @@ class WorkflowClient:
         return RunHandle(self, run, created)
 
     def get_or_create(self, key: list[str] | tuple[str, ...]) -> RunHandle:
-        """The run of this key, created (and started) when missing: a stable key makes starts idempotent."""
+        """The run of this key, created (and started) when missing: a stable key makes starts
+        idempotent. Traced as a PRODUCER span whose context a new run keeps (tracing on)."""
         key = validate_key(key)
-        run, created = self.store.get_or_create_run(
-            workflow=self.name,
-            key=key,
-            version=self.definition.version,
-            initial_state=self.definition.initial_state(),
-            now=self.clock.now(),
-        )
+        with producer_span("start", self.name) as producer:
+            run, created = self.store.get_or_create_run(
+                workflow=self.name,
+                key=key,
+                version=self.definition.version,
+                initial_state=self.definition.initial_state(),
+                now=self.clock.now(),
+                trace_context=producer.carrier,
+            )
+            producer.produced(run_id=run.id, created=created)
         return self._handle(run, created)
 
     async def aget_or_create(self, key: list[str] | tuple[str, ...]) -> RunHandle:
         key = validate_key(key)
-        run, created = await self.store.aget_or_create_run(
-            workflow=self.name,
-            key=key,
-            version=self.definition.version,
-            initial_state=self.definition.initial_state(),
-            now=self.clock.now(),
-        )
+        with producer_span("start", self.name) as producer:
+            run, created = await self.store.aget_or_create_run(
+                workflow=self.name,
+                key=key,
+                version=self.definition.version,
+                initial_state=self.definition.initial_state(),
+                now=self.clock.now(),
+                trace_context=producer.carrier,
+            )
+            producer.produced(run_id=run.id, created=created)
         return self._handle(run, created)
 
     def get(self, key: list[str] | tuple[str, ...]) -> RunHandle:
@@ -110,20 +118,30 @@ class RunHandle:
         return await self._client.store.alist_events(self.run_id, after=after, limit=limit)
 
     # --- messages ---
-    def _outgoing(self, queue: str, body: Any) -> OutgoingMessage:
+    def _outgoing(self, queue: str, body: Any, trace_context: dict[str, str] | None) -> OutgoingMessage:
         spec = self._client.definition.queue_spec(queue, self.workflow)
         return OutgoingMessage(
-            queue=queue, body=spec.validate(f"queue {self.workflow}.{queue}", body), run_id=self.run_id
+            queue=queue,
+            body=spec.validate(f"queue {self.workflow}.{queue}", body),
+            run_id=self.run_id,
+            trace_context=trace_context,
         )
 
     def send(self, queue: str, body: Any = None, *, wait: bool = False, timeout: float = 30.0) -> Any:
         """Store a message for the run and return it. With `wait`, block until the run completes
-        it and return the response instead (MessageTimeout after `timeout` s; it stays queued)."""
-        message = self._client.store.send(self._outgoing(queue, body), now=self._client.clock.now())
+        it and return the response instead (MessageTimeout after `timeout` s; it stays queued).
+        Traced as a PRODUCER span whose context the message keeps (tracing on)."""
+        with producer_span("send", self.workflow, queue=queue, run_id=self.run_id) as producer:
+            outgoing = self._outgoing(queue, body, producer.carrier)
+            message = self._client.store.send(outgoing, now=self._client.clock.now())
+            producer.produced(message_id=message.id)
         return self.response(message.id, timeout=timeout) if wait else message
 
     async def asend(self, queue: str, body: Any = None, *, wait: bool = False, timeout: float = 30.0) -> Any:
-        message = await self._client.store.asend(self._outgoing(queue, body), now=self._client.clock.now())
+        with producer_span("send", self.workflow, queue=queue, run_id=self.run_id) as producer:
+            outgoing = self._outgoing(queue, body, producer.carrier)
+            message = await self._client.store.asend(outgoing, now=self._client.clock.now())
+            producer.produced(message_id=message.id)
         return await self.aresponse(message.id, timeout=timeout) if wait else message
 
     def response(self, message_id: int, *, timeout: float = 30.0) -> Any:

@@ -303,12 +303,15 @@ class Execution:
         return spec.validate(f"event {self.run.workflow}.{event}", payload)
 
     def outgoing(self, queue: str, body: Any, workflow: str | None, key: list[str] | None) -> OutgoingMessage:
+        """A step's message. It carries the trace context this run was started in (if any), so
+        the run it wakes or creates continues that trace."""
         if workflow is None and key is None:
             spec = self.definition.queue_spec(queue, self.run.workflow)
             return OutgoingMessage(
                 queue=queue,
                 body=spec.validate(f"queue {self.run.workflow}.{queue}", body),
                 run_id=self.run.id,
+                trace_context=self.run.trace_context,
             )
         if workflow is None or key is None:
             raise BadInput("send to another run needs both workflow= and key=")
@@ -322,6 +325,7 @@ class Execution:
             key=key,
             version=target.version,
             initial_state=target.initial_state(),
+            trace_context=self.run.trace_context,
         )
 
     def call_on_error(self, event: ErrorEvent) -> ErrorContext | None:

@@ -97,6 +97,7 @@ async def queue_wait(
             ]
         }
         entry.consumes = [m.id for m in available]
+        entry.consumed_contexts = [m.trace_context for m in available if m.trace_context]
         commit = Commit(entries=[(entry, None)])
         if not completable:  # a sender waiting for a reply gets None rather than a timeout
             commit.complete = [(m.id, None) for m in available]

@@ -41,9 +41,17 @@ class Store(ABC):
     # --- runs ---
     @abstractmethod
     def get_or_create_run(
-        self, *, workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
+        self,
+        *,
+        workflow: str,
+        key: list[str],
+        version: str,
+        initial_state: dict[str, Any],
+        now: dt.datetime,
+        trace_context: dict[str, str] | None = None,
     ) -> tuple[RunRecord, bool]:
-        """The run of (workflow, key), created runnable when missing; a stable key makes starts idempotent."""
+        """The run of (workflow, key), created runnable when missing; a stable key makes starts
+        idempotent. `trace_context` (the starter's W3C carrier) is kept with a new run only."""
 
     @abstractmethod
     def get_run(self, run_id: str) -> RunRecord:

@@ -76,7 +76,14 @@ class MemoryStore(Store):
 
     # --- runs ---
     def get_or_create_run(
-        self, *, workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
+        self,
+        *,
+        workflow: str,
+        key: list[str],
+        version: str,
+        initial_state: dict[str, Any],
+        now: dt.datetime,
+        trace_context: dict[str, str] | None = None,
     ) -> tuple[RunRecord, bool]:
         with self._lock:
             for run in self.runs.values():
@@ -91,6 +98,7 @@ class MemoryStore(Store):
                 state=copy.deepcopy(initial_state),
                 created_at=now,
                 wake_at=now,
+                trace_context=dict(trace_context) if trace_context else None,
             )
             self.runs[run.id] = run
             return self._copy(run), True
@@ -338,7 +346,7 @@ class MemoryStore(Store):
     def _start_child(self, parent_id: str, start: ChildStart, now: dt.datetime) -> None:
         child, created = self.get_or_create_run(
             workflow=start.workflow, key=start.key, version=start.version,
-            initial_state=start.initial_state, now=now,
+            initial_state=start.initial_state, now=now, trace_context=start.trace_context,
         )  # fmt: skip
         if created:
             self.runs[child.id] = replace(
@@ -356,7 +364,7 @@ class MemoryStore(Store):
             assert outgoing.workflow is not None and outgoing.key is not None  # as the Django store
             run, _ = self.get_or_create_run(
                 workflow=outgoing.workflow, key=outgoing.key, version=outgoing.version,
-                initial_state=outgoing.initial_state or {}, now=now,
+                initial_state=outgoing.initial_state or {}, now=now, trace_context=outgoing.trace_context,
             )  # fmt: skip
             run = self.runs[run.id]
         if run.status in TERMINAL:
@@ -366,8 +374,9 @@ class MemoryStore(Store):
         if run.status in (RunStatus.PENDING, RunStatus.WAITING):
             self.runs[run.id] = replace(run, wake_at=now)
         message = MessageRecord(
-            id=next(self._ids), run_id=run.id, queue=outgoing.queue, body=outgoing.body, sent_at=now
-        )
+            id=next(self._ids), run_id=run.id, queue=outgoing.queue, body=outgoing.body, sent_at=now,
+            trace_context=dict(outgoing.trace_context) if outgoing.trace_context else None,
+        )  # fmt: skip
         self.messages[message.id] = message
         return message
 

@@ -31,6 +31,7 @@ def run_record(run: Run) -> RunRecord:
         epoch=run.epoch,
         parent_id=str(run.parent_id) if run.parent_id else None,
         parent_queue=run.parent_queue or None,
+        trace_context=run.trace_context,
     )
 
 
@@ -44,12 +45,13 @@ def message_record(m: Message) -> MessageRecord:
         response=m.response,
         completed_at=m.completed_at,
         consumed_at=m.consumed_at,
+        trace_context=m.trace_context,
     )
 
 
 RUN_COLUMNS = (
     "id", "workflow", "key", "version", "status", "state", "result", "error", "created_at", "wake_at",
-    "lease_owner", "cancel_requested", "epoch", "parent_id", "parent_queue",
+    "lease_owner", "cancel_requested", "epoch", "parent_id", "parent_queue", "trace_context",
 )  # fmt: skip
 
 
@@ -86,6 +88,7 @@ def run_from_row(row: tuple[Any, ...], fresh: bool = False, taken_over: bool = F
         epoch=int(values["epoch"]),
         parent_id=str(uuid.UUID(str(values["parent_id"]))) if values["parent_id"] else None,
         parent_queue=values["parent_queue"] or None,
+        trace_context=_json_value(values["trace_context"]),
         fresh=fresh,
         taken_over=taken_over,
     )

@@ -75,8 +75,8 @@ def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple
 
 INSERT_RUN_IF_NEW = (
     "WITH new AS (INSERT INTO workflows_run (id, workflow, key, key_text, key_hash, version, status, state,"
-    " created_at, updated_at, transitioned_at, wake_at, lease_owner, cancel_requested, epoch)"
-    " VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, '', FALSE, 0)"
+    " created_at, updated_at, transitioned_at, wake_at, lease_owner, cancel_requested, epoch, trace_context)"
+    " VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, '', FALSE, 0, %s::jsonb)"
     " ON CONFLICT (workflow, key_hash) DO NOTHING RETURNING {columns})"
     " SELECT {columns}, pg_notify(%s, '')::text FROM new"
 )
@@ -237,15 +237,16 @@ WAKE_FOR_MESSAGE = (
     " WHERE id = %s AND status IN (%s, %s, %s)"
 )
 INSERT_MESSAGE = (
-    "INSERT INTO workflows_message (run_id, queue, body, sent_at) VALUES (%s, %s, %s, %s) RETURNING id"
+    "INSERT INTO workflows_message (run_id, queue, body, sent_at, trace_context) VALUES (%s, %s, %s, %s, %s)"
+    " RETURNING id"
 )
 # PostgreSQL, a message to a run by id: wake the run (it locks the row, so a suspension racing with
 # the send sees the message), store the message and notify, in one statement. No row: the run is
 # missing or finished (the caller looks which).
 SEND_TO_RUN = (
     "WITH target AS (" + WAKE_FOR_MESSAGE + " RETURNING id),"
-    " sent AS (INSERT INTO workflows_message (run_id, queue, body, sent_at)"
-    " SELECT id, %s, %s::jsonb, %s FROM target RETURNING id)"
+    " sent AS (INSERT INTO workflows_message (run_id, queue, body, sent_at, trace_context)"
+    " SELECT id, %s, %s::jsonb, %s, %s::jsonb FROM target RETURNING id)"
     " SELECT id, pg_notify(%s, '')::text FROM sent"
 )
 _SCOPE = "run_id = %s AND (scope = %s OR substr(scope, 1, %s) = %s)"

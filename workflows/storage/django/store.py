@@ -99,18 +99,25 @@ class DjangoStore(DjangoRepairs, Store):
     # --- runs -----------------------------------------------------------------------------------
 
     def get_or_create_run(
-        self, *, workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
+        self,
+        *,
+        workflow: str,
+        key: list[str],
+        version: str,
+        initial_state: dict[str, Any],
+        now: dt.datetime,
+        trace_context: dict[str, str] | None = None,
     ) -> tuple[RunRecord, bool]:
         key_hash = key_identity(key)[1]
         if sql.pg():  # one statement creates it (and wakes runners) unless the key is taken
-            created = writes.insert_run_if_new(workflow, key, version, initial_state, now)
+            created = writes.insert_run_if_new(workflow, key, version, initial_state, now, trace_context)
             if created is not None:
                 return created, True
         existing = Run.objects.filter(workflow=workflow, key_hash=key_hash).first()
         if existing is not None:
             return run_record(existing), False
         try:
-            run = writes.start_run(workflow, key, version, initial_state, now)
+            run = writes.start_run(workflow, key, version, initial_state, now, trace_context)
         except IntegrityError:  # created meanwhile by another caller with the same key
             return run_record(Run.objects.get(workflow=workflow, key_hash=key_hash)), False
         return run_record(run), True

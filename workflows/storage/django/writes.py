@@ -223,6 +223,7 @@ def create_run(
     *,
     parent_id: str | None = None,
     parent_queue: str | None = None,
+    trace_context: dict[str, str] | None = None,
 ) -> Run:
     """A new run, runnable at once. The caller holds a transaction (and notifies)."""
     key_text, key_hash = key_identity(key)
@@ -240,11 +241,17 @@ def create_run(
         updated_at=now,
         transitioned_at=now,
         wake_at=now,
+        trace_context=trace_context or None,
     )
 
 
 def insert_run_if_new(
-    workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
+    workflow: str,
+    key: list[str],
+    version: str,
+    initial_state: dict[str, Any],
+    now: dt.datetime,
+    trace_context: dict[str, str] | None = None,
 ) -> RunRecord | None:
     """PostgreSQL: a new run, runnable at once, and the NOTIFY that wakes runners, in ONE statement
     (no look-up, savepoint or separate notify first: the start of a run costs one round trip).
@@ -253,7 +260,8 @@ def insert_run_if_new(
     columns = ", ".join(RUN_COLUMNS)
     params = [
         sql.rid(str(uuid.uuid4())), workflow, sql.j(key), key_text, key_hash, version, RunStatus.PENDING,
-        sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now), sql.t(now), NOTIFY_CHANNEL,
+        sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now), sql.t(now), sql.j(trace_context or None),
+        NOTIFY_CHANNEL,
     ]  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(sql.INSERT_RUN_IF_NEW.format(columns=columns), params)
@@ -262,12 +270,17 @@ def insert_run_if_new(
 
 
 def start_run(
-    workflow: str, key: list[str], version: str, initial_state: dict[str, Any], now: dt.datetime
+    workflow: str,
+    key: list[str],
+    version: str,
+    initial_state: dict[str, Any],
+    now: dt.datetime,
+    trace_context: dict[str, str] | None = None,
 ) -> Run:
     """A new run in a transaction of its own (a savepoint inside the caller's), runners woken when
     it commits. IntegrityError when the workflow already has a run of that key."""
     with transaction.atomic():
-        run = create_run(workflow, key, version, initial_state, now)
+        run = create_run(workflow, key, version, initial_state, now, trace_context=trace_context)
         notify_now()
     return run
 
@@ -279,7 +292,7 @@ def send_to_run(outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
     rid = sql.rid(outgoing.run_id)
     params = [
         RunStatus.PENDING, RunStatus.WAITING, sql.t(now), rid, *LIVE,
-        outgoing.queue, sql.j(outgoing.body), sql.t(now), NOTIFY_CHANNEL,
+        outgoing.queue, sql.j(outgoing.body), sql.t(now), sql.j(outgoing.trace_context or None), NOTIFY_CHANNEL,
     ]  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(sql.SEND_TO_RUN, params)
@@ -290,8 +303,9 @@ def send_to_run(outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
             raise RunNotFound(f"no run with id {outgoing.run_id!r}")
         raise RunFinished(f"run {outgoing.run_id} is {status}; it takes no more messages")
     return MessageRecord(
-        id=row[0], run_id=outgoing.run_id, queue=outgoing.queue, body=outgoing.body, sent_at=now
-    )
+        id=row[0], run_id=outgoing.run_id, queue=outgoing.queue, body=outgoing.body, sent_at=now,
+        trace_context=outgoing.trace_context or None,
+    )  # fmt: skip
 
 
 def start_child(parent_id: str, start: ChildStart, now: dt.datetime) -> None:
@@ -304,7 +318,7 @@ def start_child(parent_id: str, start: ChildStart, now: dt.datetime) -> None:
             try:
                 create_run(
                     start.workflow, start.key, start.version, start.initial_state, now,
-                    parent_id=parent_id, parent_queue=start.parent_queue,
+                    parent_id=parent_id, parent_queue=start.parent_queue, trace_context=start.trace_context,
                 )  # fmt: skip
                 return
             except IntegrityError:
@@ -329,8 +343,9 @@ def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> 
             with transaction.atomic():  # a savepoint: a concurrent creator wins, then we read it
                 try:
                     run = create_run(
-                        outgoing.workflow, outgoing.key, outgoing.version, outgoing.initial_state or {}, now
-                    )
+                        outgoing.workflow, outgoing.key, outgoing.version, outgoing.initial_state or {}, now,
+                        trace_context=outgoing.trace_context,
+                    )  # fmt: skip
                     target = (run.id, run.status)
                 except IntegrityError:
                     target = None
@@ -348,7 +363,11 @@ def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> 
         if outgoing.drop_if_ended:
             return None
         raise RunFinished(f"run {run_pk} finished; it takes no more messages")
-    cursor.execute(sql.INSERT_MESSAGE, [rid, outgoing.queue, sql.j(outgoing.body), sql.t(now)])
-    return MessageRecord(
-        id=cursor.fetchone()[0], run_id=str(run_pk), queue=outgoing.queue, body=outgoing.body, sent_at=now
+    trace_context = outgoing.trace_context or None
+    cursor.execute(
+        sql.INSERT_MESSAGE, [rid, outgoing.queue, sql.j(outgoing.body), sql.t(now), sql.j(trace_context)]
     )
+    return MessageRecord(
+        id=cursor.fetchone()[0], run_id=str(run_pk), queue=outgoing.queue, body=outgoing.body, sent_at=now,
+        trace_context=trace_context,
+    )  # fmt: skip
