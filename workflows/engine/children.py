@@ -93,7 +93,7 @@ async def child(
                 initial_state=initial,
                 parent_queue=queue,
                 trace_context=ex.run.trace_context,
-            ),  # fmt: skip
+            ),
         )
         raise Suspend(None, (queue,))
     available = await ex.available_messages([queue], 1)
