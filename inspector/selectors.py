@@ -184,6 +184,7 @@ class RunPage:
     usage_total: dict[str, int]
     queued: str  # from creation to the first claim
     attempt_total: int
+    kept: workflow_reads.Kept | None = None  # a finished run: when pruning deletes it, and why
 
 
 def _entry_order(entry: Entry) -> tuple:
@@ -336,6 +337,7 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
         usage_total=dict(usage_total),
         queued=format_duration((run.started_at - run.created_at).total_seconds()) if run.started_at else "—",
         attempt_total=sum(view.entry.attempts for view in steps),
+        kept=workflow_reads.run_kept(run, max((a.created_at for a in audit), default=None)),
     )
 
 

@@ -23,6 +23,7 @@ from .core.exceptions import (
     UnknownEvent,
     UnknownQueue,
     UnknownWorkflow,
+    ValueTooLarge,
     WorkflowError,
 )
 from .core.values import ActionContext, ErrorEvent, Failure, Loop, Message, RaceResult, TryResult
@@ -63,6 +64,7 @@ __all__ = [
     "UnknownEvent",
     "UnknownQueue",
     "UnknownWorkflow",
+    "ValueTooLarge",
     "Workflow",
     "WorkflowError",
     "event",

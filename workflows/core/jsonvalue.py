@@ -8,21 +8,47 @@ messages, events, run keys, operators' reasons, edited inputs), on both stores a
   pair): it has no UTF-8 encoding (a JSON pair such as `"\\ud83d\\ude00"` decodes to one proper
   character and is fine);
 - JSON nested more than `MAX_DEPTH` arrays and objects deep: beyond it parsers (Python's, the
-  database's) run out of stack.
+  database's) run out of stack;
+- a value whose compact JSON text is longer than the configured limit (`set_max_bytes`; the
+  Django app sets WORKFLOWS["MAX_VALUE_BYTES"], 1 MiB by default): `ValueTooLarge`. A recorded
+  value is read back whole on every replay and every page that shows it, so a large one is
+  refused where it is made, naming it, rather than slowing every later read of the run.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
-from .exceptions import NotRecordable
+from .exceptions import NotRecordable, ValueTooLarge
 
 MAX_DEPTH = 100
 """The deepest nesting of arrays and objects a recorded value may have (a scalar is depth 0)."""
 
 _UNSTORABLE_CHAR = re.compile("[\x00\ud800-\udfff]")
+
+DEFAULT_MAX_BYTES = 1024 * 1024
+
+
+def _default_max_bytes() -> int | None:
+    return DEFAULT_MAX_BYTES
+
+
+_max_bytes: Callable[[], int | None] = _default_max_bytes
+
+
+def set_max_bytes(limit: Callable[[], int | None]) -> None:
+    """Where the size limit comes from: a callable read on every check (so a changed setting
+    applies at once); it returns the largest JSON text accepted, in bytes, or None for no limit."""
+    global _max_bytes
+    _max_bytes = limit
+
+
+def max_bytes() -> int | None:
+    """The largest recorded value now, in bytes of compact JSON (None: no limit)."""
+    return _max_bytes()
 
 
 def dumps(value: Any, what: str) -> str:
@@ -40,6 +66,9 @@ def dumps(value: Any, what: str) -> str:
         problem = unstorable(value)
         if problem is not None:
             raise NotRecordable(f"{what} {problem}")
+    limit = _max_bytes()
+    if limit is not None and len(text) > limit:  # ASCII text (json.dumps escapes the rest): len = bytes
+        raise ValueTooLarge(what, len(text), limit)
     return text
 
 

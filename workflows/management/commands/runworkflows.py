@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from workflows import checks, conf
 from workflows.engine.runner import Runner
 from workflows.storage.django import DjangoStore
+from workflows.storage.django.prune import prune_in_own_thread
 
 
 class Command(BaseCommand):
@@ -41,6 +42,7 @@ class Command(BaseCommand):
             lease_seconds=conf.lease_seconds(),
             heartbeat_seconds=conf.heartbeat_seconds(),
             commit_hooks=conf.commit_hooks(),
+            periodic=_periodic(),
         )
 
         async def main() -> None:
@@ -53,3 +55,12 @@ class Command(BaseCommand):
             asyncio.run(main())
         finally:
             store.close()
+
+
+def _periodic() -> list:
+    """The runner's own housekeeping: pruning by WORKFLOWS["RETENTION"] every PRUNE_SECONDS."""
+    seconds = conf.prune_seconds()
+    if seconds is None:
+        return []
+    retention, batch = conf.retention(), conf.prune_batch()
+    return [(seconds, lambda: prune_in_own_thread(retention, batch_size=batch))]
