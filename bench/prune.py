@@ -8,8 +8,9 @@ messages), then measures the two statements every step pays, one store call each
 - claim: `DjangoStore.claim` of one new pending run (the runner's claim query);
 - step commit: `DjangoStore.commit` of one recorded step with its attempt;
 
-in three phases: before any prune, during `manage.py prune` (a separate process, so the two share
-the database and the cores but not the GIL), and after it. It prints p50/p99 per phase and the
+in four phases: before any prune, during `manage.py prune` (a separate process, so the two share
+the database and the cores but not the GIL), right after it (autovacuum has the dead rows to
+clean), and after an explicit VACUUM ANALYZE of the engine's tables. It prints p50/p99 per phase and the
 prune's rate (runs and entries deleted per second). Each cycle also starts the run and completes
 it (not timed), as a runner would.
 
@@ -33,6 +34,7 @@ os.environ["BENCH_PG_DATABASE"] = os.environ.get("BENCH_PRUNE_DATABASE", "bench_
 from bench._common import PG_SERVER_URL, database_url, progress, stats_ms  # noqa: E402
 from bench._db import create_database, drop_database  # noqa: E402
 
+TABLES = ("workflows_run", "workflows_entry", "workflows_attempt", "workflows_event", "workflows_message")
 OLD_DAYS = 60  # the old runs finished this long ago
 RETENTION_DAYS = 30  # and are kept this long: every one of them is due
 
@@ -57,7 +59,7 @@ def fill(runs: int, steps: int) -> dict[str, float]:
             "INSERT INTO workflows_entry (run_id, scope, position, name, kind, status, input, output,"
             " error, meta, attempts, started_at, finished_at, wake_at, superseded)"
             " SELECT r.id, '', p, 'step-' || p, 'step', 'completed', NULL,"
-            " '{\"ok\": true, \"n\": 1}'::jsonb, NULL, NULL, 1, r.started_at, r.finished_at, NULL, false"
+            ' \'{"ok": true, "n": 1}\'::jsonb, NULL, NULL, 1, r.started_at, r.finished_at, NULL, false'
             " FROM workflows_run r, generate_series(0, %s - 1) p WHERE r.workflow = 'old'"
         ),
         "attempts": (
@@ -149,6 +151,7 @@ def child(args: argparse.Namespace) -> None:
     django.setup()
     from django.db import connection
 
+    load_start = f"{os.getloadavg()[0]:.1f}"
     fill_seconds = fill(args.runs, args.steps)
     hot = HotPath()
     measure(hot, samples=50)  # warm up: connections, plans, caches
@@ -172,6 +175,12 @@ def child(args: argparse.Namespace) -> None:
         raise SystemExit(f"manage.py prune failed ({prune.returncode}):\n{out}")
     progress("measuring after the prune")
     after = measure(hot, samples=args.samples)
+    progress("VACUUM ANALYZE of the engine's tables, then measuring again")
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM ANALYZE {', '.join(TABLES)}")
+    vacuum_seconds = time.perf_counter() - started
+    vacuumed = measure(hot, samples=args.samples)
     with connection.cursor() as cursor:
         cursor.execute("SELECT COUNT(*) FROM workflows_entry e JOIN workflows_run r ON r.id = e.run_id"
                        " WHERE r.workflow = 'old'")  # fmt: skip
@@ -181,12 +190,17 @@ def child(args: argparse.Namespace) -> None:
     print()
     print(f"bench/prune.py on PostgreSQL: {args.runs:,} old runs x {args.steps} steps = {entries:,} entries")
     print(f"  + {entries:,} attempts, {args.runs:,} events, {args.runs:,} messages; batch {args.batch} runs")
-    print(f"  fill: {sum(fill_seconds.values()):.1f}s ({', '.join(f'{k} {v:.1f}s' for k, v in fill_seconds.items())})")
+    print(
+        f"  fill: {sum(fill_seconds.values()):.1f}s ({', '.join(f'{k} {v:.1f}s' for k, v in fill_seconds.items())})"
+    )
     print()
-    print(f"  {'phase':<8} {'n':>6} {'claim p50':>10} {'claim p99':>10} {'commit p50':>11} {'commit p99':>11}")
-    for name, (claim, commit) in (("before", before), ("during", during), ("after", after)):
+    print(
+        f"  {'phase':<8} {'n':>6} {'claim p50':>10} {'claim p99':>10} {'commit p50':>11} {'commit p99':>11}"
+    )
+    phases = (("before", before), ("during", during), ("after", after), ("vacuumed", vacuumed))
+    for name, (claim, commit) in phases:
         print(
-            f"  {name:<8} {claim['n']:>6} {claim['median_ms']:>8.2f}ms {claim['p99_ms']:>8.2f}ms"
+            f"  {name:<9} {claim['n']:>6} {claim['median_ms']:>8.2f}ms {claim['p99_ms']:>8.2f}ms"
             f" {commit['median_ms']:>9.2f}ms {commit['p99_ms']:>9.2f}ms"
         )
     print()
@@ -194,11 +208,17 @@ def child(args: argparse.Namespace) -> None:
     for line in out.strip().splitlines():
         if not line.endswith(("forever", "last one", f"kept {RETENTION_DAYS} days")):
             print(f"    {line.strip()}")
-    print(f"    = {args.runs / prune_seconds:,.0f} runs/s, {entries / prune_seconds:,.0f} entries/s (wall)")
+    print(
+        f"    = {args.runs / prune_seconds:,.0f} runs/s, {entries / prune_seconds:,.0f} entries/s (wall, with the process start-up)"
+    )
+    print(f"  VACUUM ANALYZE afterwards (what autovacuum does in the background): {vacuum_seconds:.1f}s")
+    print(f"  load average at the start / the end: {load_start} / {os.getloadavg()[0]:.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=100_000, help="old completed runs (default 100,000)")
     parser.add_argument("--steps", type=int, default=10, help="entries per old run (default 10)")
     parser.add_argument("--batch", type=int, default=100, help="runs per prune transaction (default 100)")

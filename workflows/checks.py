@@ -123,7 +123,13 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 def _check_durations(raw: Mapping) -> list[checks.CheckMessage]:
     errors: list[checks.CheckMessage] = []
     values: dict[str, float] = {}
-    for key in ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "POLL_SECONDS", "RUN_STREAM_TOKEN_SECONDS", "PRUNE_SECONDS"):
+    for key in (
+        "LEASE_SECONDS",
+        "HEARTBEAT_SECONDS",
+        "POLL_SECONDS",
+        "RUN_STREAM_TOKEN_SECONDS",
+        "PRUNE_SECONDS",
+    ):
         value = raw.get(key)
         if value is None and key != "LEASE_SECONDS":
             continue  # derived from the others (see conf.py)
@@ -167,7 +173,9 @@ def _check_retention(raw: Mapping) -> list[checks.CheckMessage]:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             errors.append(
-                checks.Error(f'WORKFLOWS["{key}"] must be a positive integer, not {value!r}.', id="workflows.E021")
+                checks.Error(
+                    f'WORKFLOWS["{key}"] must be a positive integer, not {value!r}.', id="workflows.E021"
+                )
             )
     return errors
 

@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from tests.support import wait_for
 from workflows.core.retention import Retention
-from workflows.engine.runner import Runner
 from workflows.engine.definition import setup
+from workflows.engine.runner import Runner
 from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run
 from workflows.storage.django import DjangoStore
 from workflows.storage.django.prune import LOCK_KEY, prune, prune_in_own_thread
@@ -32,7 +32,9 @@ POLICY = Retention(days={"completed": 30, "cancelled": 30, "failed": 90}, audite
 RETENTION_SETTING = {"completed": 30, "cancelled": 30, "failed": 90, "audited": 365}
 
 
-def make_run(status: str, *, finished_days_ago: float | None = None, audited_days_ago: float | None = None) -> Run:
+def make_run(
+    status: str, *, finished_days_ago: float | None = None, audited_days_ago: float | None = None
+) -> Run:
     """A run with two entries, an attempt each, a consumed message, an event and (optionally) an
     audit entry, created 1 day before it finished."""
     now = timezone.now()
@@ -96,7 +98,14 @@ def runs() -> dict[str, Run]:
     }
 
 
-DUE = {"completed-old", "completed-older", "completed-oldest", "cancelled-old", "failed-old", "audited-long-ago"}
+DUE = {
+    "completed-old",
+    "completed-older",
+    "completed-oldest",
+    "cancelled-old",
+    "failed-old",
+    "audited-long-ago",
+}
 
 
 def _backdate_live(runs: dict[str, Run]) -> None:

@@ -65,4 +65,6 @@ def test_cutoffs_and_descriptions():
     assert POLICY.describe("failed", audited=True) == (
         "failed runs are kept 90 days, and 365 days after their last audit entry"
     )
-    assert POLICY.describe_audited() == "runs with audit entries are kept at least 365 days after the last one"
+    assert (
+        POLICY.describe_audited() == "runs with audit entries are kept at least 365 days after the last one"
+    )

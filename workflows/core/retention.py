@@ -82,13 +82,16 @@ class Retention:
         days = self.days.get(status)
         if status not in PRUNABLE:
             return "live runs are never pruned"
-        rule = f"{status} runs are kept {_plural(days)}" if days is not None else f"{status} runs are kept forever"
+        rule = (
+            f"{status} runs are kept {_plural(days)}"
+            if days is not None
+            else f"{status} runs are kept forever"
+        )
         if audited and days is not None:
             if self.audited_days is None:
                 return f"{rule}; runs with audit entries forever"
             return f"{rule}, and {_plural(self.audited_days)} after their last audit entry"
         return rule
-
 
     def describe_audited(self) -> str:
         """The audit rule, for people."""

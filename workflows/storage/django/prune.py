@@ -190,7 +190,9 @@ def _due_query(
     ]
 
 
-def _due_where(retention: Retention, status: str, cutoff: dt.datetime, now: dt.datetime) -> tuple[str, list[Any]]:
+def _due_where(
+    retention: Retention, status: str, cutoff: dt.datetime, now: dt.datetime
+) -> tuple[str, list[Any]]:
     where = "r.status = %s AND r.created_at < %s AND r.finished_at < %s"
     params: list[Any] = [status, t(cutoff), t(cutoff)]
     audit_cutoff = retention.audit_cutoff(now)
@@ -248,11 +250,11 @@ def _unlock(using: str, locked: bool) -> None:
 
 def due_runs(
     retention: Retention, *, now: dt.datetime | None = None, limit: int = 1000, using: str = "default"
-) -> list[tuple[Any, str, str, dt.datetime]]:
+) -> list[tuple[Any, str, str, dt.datetime | None]]:
     """(id, workflow, status, finished_at) of up to `limit` runs due for pruning at `now`, oldest
     first by status: what a dry run lists."""
     now = now or timezone.now()
-    rows: list[tuple[Any, str, str, dt.datetime]] = []
+    rows: list[tuple[Any, str, str, dt.datetime | None]] = []
     with connections[using].cursor() as cursor:
         for status in PRUNABLE:
             cutoff = retention.cutoff(status, now)
