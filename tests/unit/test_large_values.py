@@ -169,3 +169,26 @@ async def test_replay__too_large_an_edited_input_is_refused_and_changes_nothing(
     assert (await handle.ainfo()).status == "failed"
     assert h.entries(handle.run_id)["call"] == before
     assert h.store.audit_log(handle.run_id) == []
+
+
+async def test_state__recorded_before_the_limit_was_lowered_is_kept_until_it_changes(h, settings):
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "MAX_VALUE_BYTES": None}
+
+    async def body(ctx):
+        await ctx.queue.next("w", names=["go"])
+        await ctx.step("small", lambda s: 1)  # leaves the big state as it is
+        ctx.state["more"] = 1  # changes it: now it is refused
+        await ctx.step("after", lambda s: 2)
+
+    reg = one(body, state=lambda: {"doc": big()}, queues={"go": queue()})
+    handle = await h.client(reg, "wf").aget_or_create(["k"])
+    await h.run(reg)
+    assert (await handle.ainfo()).status == "waiting"
+
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "MAX_VALUE_BYTES": LIMIT}
+    await handle.asend("go")
+    await h.run(reg)
+    run = await handle.ainfo()
+    assert h.entries(run.id)["small"].status == "completed"
+    assert run.status == "failed" and "the run's state is" in run.error["message"]
+    assert run.state == {"doc": big()} and "after" not in h.entries(run.id)

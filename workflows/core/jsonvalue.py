@@ -51,9 +51,9 @@ def max_bytes() -> int | None:
     return _max_bytes()
 
 
-def dumps(value: Any, what: str) -> str:
-    """Serialize `value` strictly (no NaN, no objects, nothing PostgreSQL cannot store); `what`
-    names the culprit in the error."""
+def dumps(value: Any, what: str, *, sized: bool = True) -> str:
+    """Serialize `value` strictly (no NaN, no objects, nothing PostgreSQL cannot store, nothing
+    over the size limit unless `sized` is False); `what` names the culprit in the error."""
     try:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except RecursionError:
@@ -66,6 +66,11 @@ def dumps(value: Any, what: str) -> str:
         problem = unstorable(value)
         if problem is not None:
             raise NotRecordable(f"{what} {problem}")
+    return check_size(text, what) if sized else text
+
+
+def check_size(text: str, what: str) -> str:
+    """`text` (JSON from `dumps`) itself when within the size limit; ValueTooLarge otherwise."""
     limit = _max_bytes()
     if limit is not None and len(text) > limit:  # ASCII text (json.dumps escapes the rest): len = bytes
         raise ValueTooLarge(what, len(text), limit)

@@ -149,8 +149,10 @@ def prune(
 
 
 async def prune_in_own_thread(retention: Retention, *, batch_size: int) -> PruneReport:
-    """For the runner's periodic prune: the work runs in a thread of its own with its own
-    connection (closed after), so it never takes one of the runner's database threads."""
+    """For the runner's periodic prune: the work runs in a worker thread of the loop's default
+    executor (where sync steps run, so the connection pool's sizing for the runner already
+    counts it), with that thread's own connection, closed after; never in one of the runner's
+    database threads, whose claims and commits it must not hold up."""
 
     stop = threading.Event()
 
