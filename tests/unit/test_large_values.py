@@ -42,6 +42,16 @@ def test_the_limit_is_the_setting_read_at_each_check(settings):
     assert jsonvalue.dumps(big(10 * LIMIT), "v")  # no limit
 
 
+def test_non_ascii_text_is_measured_in_utf8_not_in_its_escapes():
+    assert jsonvalue.dumps("é" * 499, "v")  # 998 + 2 bytes in UTF-8 (its escaped JSON is 2,996)
+    with pytest.raises(ValueTooLarge) as caught:
+        jsonvalue.dumps("é" * 500, "v")
+    assert caught.value.size == 1002
+    with pytest.raises(ValueTooLarge) as caught:
+        jsonvalue.dumps(["\U0001f600" * 250], "v")  # 4 bytes each in UTF-8, 12 escaped
+    assert caught.value.size == 1004
+
+
 def test_a_size_is_told_in_mib_when_large():
     error = ValueTooLarge("the output of step 'fetch'", 3 * 1024 * 1024 + 5, 1024 * 1024)
     assert str(error) == (

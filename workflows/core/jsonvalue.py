@@ -9,7 +9,7 @@ messages, events, run keys, operators' reasons, edited inputs), on both stores a
   character and is fine);
 - JSON nested more than `MAX_DEPTH` arrays and objects deep: beyond it parsers (Python's, the
   database's) run out of stack;
-- a value whose compact JSON text is longer than the configured limit (`set_max_bytes`; the
+- a value whose compact JSON text, in UTF-8, is longer than the configured limit (`set_max_bytes`; the
   Django app sets WORKFLOWS["MAX_VALUE_BYTES"], 1 MiB by default): `ValueTooLarge`. A recorded
   value is read back whole on every replay and every page that shows it, so a large one is
   refused where it is made, naming it, rather than slowing every later read of the run.
@@ -70,10 +70,17 @@ def dumps(value: Any, what: str, *, sized: bool = True) -> str:
 
 
 def check_size(text: str, what: str) -> str:
-    """`text` (JSON from `dumps`) itself when within the size limit; ValueTooLarge otherwise."""
+    """`text` (JSON from `dumps`) itself when its UTF-8 size is within the limit; ValueTooLarge
+    otherwise. `text` escapes every non-ASCII character (`\\u00e9`), so its length is an upper
+    bound of the UTF-8 size: only a text over the limit that holds escapes is measured exactly."""
     limit = _max_bytes()
-    if limit is not None and len(text) > limit:  # ASCII text (json.dumps escapes the rest): len = bytes
-        raise ValueTooLarge(what, len(text), limit)
+    if limit is None or len(text) <= limit:
+        return text
+    size = len(text)
+    if "\\u" in text:
+        size = len(json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":")).encode())
+    if size > limit:
+        raise ValueTooLarge(what, size, limit)
     return text
 
 

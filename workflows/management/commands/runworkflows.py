@@ -6,7 +6,7 @@ import signal
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows import checks, conf
-from workflows.engine.runner import Runner
+from workflows.engine.runner import Periodic, Runner
 from workflows.storage.django import DjangoStore
 from workflows.storage.django.prune import prune_in_own_thread
 
@@ -57,7 +57,7 @@ class Command(BaseCommand):
             store.close()
 
 
-def _periodic() -> list:
+def _periodic() -> list[Periodic]:
     """The runner's own housekeeping: pruning by WORKFLOWS["RETENTION"] every PRUNE_SECONDS."""
     seconds = conf.prune_seconds()
     if seconds is None:
