@@ -148,6 +148,14 @@ else:
 # The engine's and the inspector's settings, in one dict (every key and its default: workflows/conf.py).
 # This project fills it from environment variables, named in README.md.
 _lease_seconds = float(os.environ.get("WORKFLOWS_LEASE_SECONDS", "30"))
+
+
+def _optional_number(name: str, default: str = "") -> float | None:
+    """An environment variable as a number; empty or "none" means None (keep forever, no limit)."""
+    raw = os.environ.get(name, default).strip()
+    return None if raw.lower() in ("", "none") else float(raw)
+
+
 WORKFLOWS = {
     # Dotted paths of the Registry objects the runner, API and inspector serve.
     "REGISTRIES": [
@@ -168,6 +176,16 @@ WORKFLOWS = {
     "RUN_STREAM_TOKEN_SECONDS": float(os.environ.get("WORKFLOWS_RUN_STREAM_TOKEN_SECONDS", "3600")),
     # The inspector links a run's trace id here, e.g. https://tempo.example/trace/{trace_id}.
     "TRACE_URL": os.environ.get("WORKFLOWS_TRACE_URL") or None,
+    # Days finished runs are kept, by status (unset: forever), and after a run's last audit entry;
+    # the runner prunes every PRUNE_SECONDS (`manage.py prune` does it now). See workflows/conf.py.
+    "RETENTION": {
+        key: _optional_number(f"WORKFLOWS_RETENTION_{key.upper()}_DAYS", default)
+        for key, default in (("completed", ""), ("cancelled", ""), ("failed", ""), ("audited", "365"))
+    },
+    "PRUNE_SECONDS": _optional_number("WORKFLOWS_PRUNE_SECONDS", "600"),
+    "PRUNE_BATCH": int(os.environ.get("WORKFLOWS_PRUNE_BATCH", "100")),
+    # The largest recorded value (step input or output, state, message body...), as JSON bytes.
+    "MAX_VALUE_BYTES": int(os.environ.get("WORKFLOWS_MAX_VALUE_BYTES", str(1024 * 1024))),
 }
 
 # --- Django tasks (the django-tasks backport of django.tasks) ----------------------

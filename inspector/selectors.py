@@ -190,6 +190,7 @@ class RunPage:
     children: list[Run] = field(default_factory=list)  # ... and a parent's children, oldest first
     trace_id: str | None = None  # of the request that started the run (tracing on)
     trace_url: str | None = None  # WORKFLOWS["TRACE_URL"] with it
+    kept: workflow_reads.Kept | None = None  # a finished run: when pruning deletes it, and why
 
 
 CHILDREN_SHOWN = 50  # a run page lists at most this many children
@@ -348,6 +349,7 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
         parent=Run.objects.filter(id=run.parent_id).first() if run.parent_id else None,
         children=list(Run.objects.filter(parent_id=run.id).order_by("created_at")[:CHILDREN_SHOWN]),
         **_trace(run),
+        kept=workflow_reads.run_kept(run, max((a.created_at for a in audit), default=None)),
     )
 
 

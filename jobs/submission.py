@@ -60,12 +60,19 @@ def job_submit(
                     )
             except IntegrityError:
                 known = IdempotencyKey.objects.get(key=idempotency_key, api_key=owner)
-                if known.body_hash != digest:
-                    raise IdempotencyConflict(
-                        "this Idempotency-Key was used with a different request body"
-                    ) from None
-                run_id = jobs_client().get([str(known.job_id)]).run_id
-                return Submitted(job_id=str(known.job_id), created=False, run_id=run_id)
+                try:
+                    run_id = jobs_client().get([str(known.job_id)]).run_id
+                except RunNotFound:
+                    # Its job's run was pruned (WORKFLOWS["RETENTION"]): the key expired with it
+                    # and starts a new job, whatever the body.
+                    known.job_id, known.body_hash = job_id, digest
+                    known.save(update_fields=["job_id", "body_hash"])
+                else:
+                    if known.body_hash != digest:
+                        raise IdempotencyConflict(
+                            "this Idempotency-Key was used with a different request body"
+                        ) from None
+                    return Submitted(job_id=str(known.job_id), created=False, run_id=run_id)
         if owner is not None:
             JobOwner.objects.create(job_id=job_id, api_key=owner)
         handle = jobs_client().get_or_create([job_id])

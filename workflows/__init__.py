@@ -24,6 +24,7 @@ from .core.exceptions import (
     UnknownEvent,
     UnknownQueue,
     UnknownWorkflow,
+    ValueTooLarge,
     WorkflowError,
 )
 from .core.limits import Limiter
@@ -67,6 +68,7 @@ __all__ = [
     "UnknownEvent",
     "UnknownQueue",
     "UnknownWorkflow",
+    "ValueTooLarge",
     "Workflow",
     "WorkflowError",
     "event",

@@ -240,6 +240,7 @@ AUTH = {401: ErrorOut}
 NOT_FOUND = {404: ErrorOut}
 INVALID = {422: ErrorOut}
 BODY = {400: ErrorOut}  # a body that is not JSON, or nested too deep (workflows.api_parser)
+TOO_LARGE = {413: ErrorOut}  # a value over WORKFLOWS["MAX_VALUE_BYTES"] (or the body over Django's limit)
 
 
 # --- starting and talking to runs ---------------------------------------------------------------------
@@ -247,13 +248,14 @@ BODY = {400: ErrorOut}  # a body that is not JSON, or nested too deep (workflows
 
 @router.post(
     "/workflows/{name}/runs",
-    response={200: RunOut, 201: RunOut, **BODY, **AUTH, **NOT_FOUND, **INVALID},
+    response={200: RunOut, 201: RunOut, **BODY, **AUTH, **NOT_FOUND, **TOO_LARGE, **INVALID},
     summary="Start a run (idempotent by key)",
 )
 def start_run(request, name: str, payload: StartIn):
     """Creates the run of this key (201) or returns the existing one (200): a stable key makes
     starts idempotent. `message` is stored with the run when this call creates it, and not sent
-    again by a repeated call. 404: unknown workflow; 422: a bad key or message."""
+    again by a repeated call. 404: unknown workflow; 413: a message over MAX_VALUE_BYTES (nothing
+    is stored); 422: a bad key or message."""
     return _start(name, payload)
 
 
@@ -266,6 +268,7 @@ def start_run(request, name: str, payload: StartIn):
         **AUTH,
         **NOT_FOUND,
         409: ErrorOut,
+        **TOO_LARGE,
         **INVALID,
         504: ErrorOut,
     },
@@ -274,8 +277,8 @@ def start_run(request, name: str, payload: StartIn):
 async def send_message(request, run_id: str, payload: SendIn):
     """202 once the message is stored. With `wait`, 200 with the run's response once it completes
     the message, or 504 after `timeout` seconds (the message stays queued). With `reason` the send
-    is an operator's and is written to the audit log. 409: the run has finished; 422: unknown
-    queue or a body its schema refuses."""
+    is an operator's and is written to the audit log. 409: the run has finished; 413: a body over
+    MAX_VALUE_BYTES (nothing is stored); 422: unknown queue or a body its schema refuses."""
     handle = await _ahandle(run_id)
     message_id = await _asend(handle, payload, actor=_actor(request))
     if not payload.wait:
@@ -334,13 +337,13 @@ def list_events(
 
 @router.post(
     "/runs/{run_id}/replay",
-    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, **INVALID},
+    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, **TOO_LARGE, **INVALID},
     summary="Replay from a step",
 )
 def replay(request, run_id: str, payload: ReplayIn):
     """Runs the run again from `entry_id`: that entry and the later ones of its scope become
-    superseded history; earlier ones, waits included, stay. 422: not a current entry of the run,
-    or the run is running right now."""
+    superseded history; earlier ones, waits included, stay. 413: an edited input over
+    MAX_VALUE_BYTES; 422: not a current entry of the run, or the run is running right now."""
     return operations.replay_from(
         run_id,
         payload.entry_id,

@@ -38,6 +38,7 @@ from .core.exceptions import (
     RunNotFound,
     StoreUnavailable,
     UnknownWorkflow,
+    ValueTooLarge,
     WorkflowError,
 )
 
@@ -50,6 +51,7 @@ DOMAIN_ERRORS: tuple[tuple[type[WorkflowError], int, str], ...] = (
     (RunNotFound, 404, "not_found"),
     (RunFinished, 409, "run_finished"),
     (MessageTimeout, 504, "timeout"),
+    (ValueTooLarge, 413, "too_large"),  # over WORKFLOWS["MAX_VALUE_BYTES"]: detail {"size", "limit"}
     (BadInput, 422, "invalid_request"),
     (WorkflowError, 400, "workflow_error"),
 )

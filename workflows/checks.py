@@ -12,6 +12,9 @@ Settings (`settings.WORKFLOWS`, see workflows/conf.py):
     workflows.E008  REGISTRIES or COMMIT_HOOKS is not a list of dotted paths
     workflows.E009  RUN_STREAM_AUTH is not "token", "session" or "open"
     workflows.E010  TRACE_URL is not a URL with `{trace_id}` in it
+    workflows.E020  RETENTION is not a dict of days (>= 0 or None) by status and "audited"
+    workflows.E021  PRUNE_BATCH or MAX_VALUE_BYTES is not a positive integer (MAX_VALUE_BYTES
+                    may be None: no limit)
     workflows.W001  an old flat setting (WORKFLOWS_REGISTRIES, ...) is set: it is no longer read
     workflows.W002  REGISTRIES is empty: there is nothing to run
 Database:
@@ -43,6 +46,7 @@ from django.db import connections
 from django.utils.module_loading import import_string
 
 from . import conf
+from .core.retention import Retention
 from .engine.definition import Registry
 
 TAG = "workflows"
@@ -117,6 +121,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="workflows.E010",
             )
         )
+    errors += _check_retention(raw)
     for key in ("REGISTRIES", "COMMIT_HOOKS"):
         value = raw.get(key, [])
         if not isinstance(value, list | tuple) or not all(isinstance(p, str) for p in value):
@@ -132,7 +137,13 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 def _check_durations(raw: Mapping) -> list[checks.CheckMessage]:
     errors: list[checks.CheckMessage] = []
     values: dict[str, float] = {}
-    for key in ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "POLL_SECONDS", "RUN_STREAM_TOKEN_SECONDS"):
+    for key in (
+        "LEASE_SECONDS",
+        "HEARTBEAT_SECONDS",
+        "POLL_SECONDS",
+        "RUN_STREAM_TOKEN_SECONDS",
+        "PRUNE_SECONDS",
+    ):
         value = raw.get(key)
         if value is None and key != "LEASE_SECONDS":
             continue  # derived from the others (see conf.py)
@@ -155,6 +166,31 @@ def _check_durations(raw: Mapping) -> list[checks.CheckMessage]:
                 id="workflows.E007",
             )
         )
+    return errors
+
+
+def _check_retention(raw: Mapping) -> list[checks.CheckMessage]:
+    errors: list[checks.CheckMessage] = []
+    try:
+        Retention.from_setting(raw.get("RETENTION"))
+    except ValueError as exc:
+        errors.append(
+            checks.Error(
+                f'WORKFLOWS["RETENTION"] {exc}.',
+                hint='e.g. {"completed": 30, "cancelled": 30, "failed": 90, "audited": 365} (days).',
+                id="workflows.E020",
+            )
+        )
+    for key in ("PRUNE_BATCH", "MAX_VALUE_BYTES"):
+        value = raw.get(key, conf.DEFAULTS[key])
+        if value is None and key == "MAX_VALUE_BYTES":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            errors.append(
+                checks.Error(
+                    f'WORKFLOWS["{key}"] must be a positive integer, not {value!r}.', id="workflows.E021"
+                )
+            )
     return errors
 
 

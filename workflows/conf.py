@@ -41,6 +41,22 @@ RUN_STREAM_AUTH (default `"token"`)
 RUN_STREAM_TOKEN_SECONDS (default `3600`)
     The inspector's: how old a run stream token may be when a client connects with it (an open
     stream is not cut when its token ages).
+RETENTION (default `{}`: every run is kept forever)
+    Days a finished run is kept, by status, e.g. `{"completed": 30, "cancelled": 30, "failed":
+    90}`; then `manage.py prune` and the runner delete it with its whole history (entries,
+    attempts, messages, events, audit entries). `"audited"` (default 365): a run an operator
+    acted on is also kept that many days after its latest audit entry (`None`: forever). A
+    status left out, or `None`, is kept forever. See `workflows.core.retention`.
+PRUNE_SECONDS (default `600`)
+    How often each runner prunes by RETENTION (one runner at a time on PostgreSQL; never when
+    RETENTION prunes nothing); `None` leaves pruning to `manage.py prune`.
+PRUNE_BATCH (default `100`)
+    Runs deleted per transaction when pruning: short transactions that never hold up a runner.
+MAX_VALUE_BYTES (default `1048576`, 1 MiB)
+    The largest value recorded, as compact JSON text: a step's input or output, the state, a
+    message body, an event, a result. A bigger one is refused (`ValueTooLarge`): a step fails
+    at once naming itself and the size, `send` raises and stores nothing, the API answers 413.
+    `None`: no limit.
 """
 
 from __future__ import annotations
@@ -54,6 +70,7 @@ from django.core.signals import setting_changed
 from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
+from .core.retention import Retention
 from .engine.definition import Registry
 from .engine.observers import Observer
 
@@ -78,6 +95,10 @@ DEFAULTS: dict[str, Any] = {
     "POLL_SECONDS": None,
     "RUN_STREAM_AUTH": "token",
     "RUN_STREAM_TOKEN_SECONDS": 3600.0,
+    "RETENTION": {},
+    "PRUNE_SECONDS": 600.0,
+    "PRUNE_BATCH": 100,
+    "MAX_VALUE_BYTES": 1024 * 1024,
 }
 
 
@@ -101,6 +122,27 @@ def lease_seconds() -> float:
 def heartbeat_seconds() -> float:
     configured = get("HEARTBEAT_SECONDS")
     return lease_seconds() / 3 if configured is None else float(configured)
+
+
+def retention() -> Retention:
+    """The RETENTION policy (ValueError for a malformed one: check workflows.E020 reports it)."""
+    return Retention.from_setting(get("RETENTION"))
+
+
+def prune_seconds() -> float | None:
+    """How often a runner prunes; None when it does not (no interval, or nothing to prune)."""
+    seconds = get("PRUNE_SECONDS")
+    return float(seconds) if seconds and retention().enabled else None
+
+
+def prune_batch() -> int:
+    return int(get("PRUNE_BATCH"))
+
+
+def max_value_bytes() -> int | None:
+    """The largest recorded value, in bytes of compact JSON (None: no limit)."""
+    limit = get("MAX_VALUE_BYTES")
+    return None if limit is None else int(limit)
 
 
 @cache

@@ -20,12 +20,13 @@ from django.db.models import Prefetch, Q
 from .core.exceptions import BadInput, RunNotFound
 from .core.keys import key_identity
 from .core.records import EventRecord
+from .core.retention import PRUNABLE
 from .models import Attempt, Entry, Run
 from .storage.django.rows import events_after
 
 MAX_PAGE = 200  # runs or events per page, at most
 
-__all__ = ["MAX_PAGE", "RunPage", "events_after", "run_detail", "run_events", "run_list"]
+__all__ = ["MAX_PAGE", "Kept", "RunPage", "events_after", "run_detail", "run_events", "run_kept", "run_list"]
 
 
 @dataclass(frozen=True)
@@ -121,3 +122,27 @@ def run_events(run_id: str | uuid.UUID, *, after: int = 0, limit: int = 100) -> 
     if not Run.objects.filter(id=rid).exists():
         raise RunNotFound(f"no run with id {str(run_id)!r}")
     return events_after(str(rid), after=after, limit=max(1, min(limit, MAX_PAGE)))
+
+
+@dataclass(frozen=True)
+class Kept:
+    """How long a run is kept by WORKFLOWS["RETENTION"]: `until` (None: not due while things
+    stand, e.g. a live run or a status kept forever) and the rule, for people."""
+
+    until: dt.datetime | None
+    rule: str
+
+
+def run_kept(run: Run, last_audit_at: dt.datetime | None) -> Kept | None:
+    """For a finished run, when pruning will delete it and why; None for a live run (or when
+    RETENTION is malformed: `manage.py check` reports that, workflows.E020)."""
+    from . import conf
+
+    try:
+        retention = conf.retention()
+    except ValueError:
+        return None
+    if run.status not in PRUNABLE:
+        return None
+    until = retention.kept_until(run.status, run.finished_at, last_audit_at)
+    return Kept(until=until, rule=retention.describe(run.status, audited=last_audit_at is not None))

@@ -285,3 +285,34 @@ def test_w004__printed_by_runworkflows_at_start():
         assert "host-c:303:cccc" in err.getvalue()
     else:
         assert "W004" not in err.getvalue()
+
+
+# --- retention and value sizes ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "expected_id", "expected"),
+    [
+        ({"RETENTION": {"failed": -1}}, "workflows.E020", '"failed" must be a number of days'),
+        ({"RETENTION": {"done": 3}}, "workflows.E020", "unknown key(s) done"),
+        ({"RETENTION": [30]}, "workflows.E020", "must be a dict"),
+        ({"PRUNE_BATCH": 0}, "workflows.E021", 'PRUNE_BATCH"] must be a positive integer'),
+        ({"MAX_VALUE_BYTES": "1MB"}, "workflows.E021", 'MAX_VALUE_BYTES"] must be a positive integer'),
+        ({"PRUNE_SECONDS": 0}, "workflows.E007", 'PRUNE_SECONDS"] must be a positive number'),
+    ],
+)
+def test_e020_e021__retention_and_sizes(given, expected_id, expected):
+    with override_settings(WORKFLOWS={"REGISTRIES": ["jobs.workflows.registry"], **given}):
+        [error] = checks.check_settings()
+    assert error.id == expected_id and expected in error.msg
+
+
+def test_retention_and_sizes__valid_settings_pass():
+    given = {
+        "RETENTION": {"completed": 30, "cancelled": 30, "failed": 90, "audited": None},
+        "PRUNE_SECONDS": None,
+        "PRUNE_BATCH": 500,
+        "MAX_VALUE_BYTES": None,
+    }
+    with override_settings(WORKFLOWS={"REGISTRIES": ["jobs.workflows.registry"], **given}):
+        assert checks.check_settings() == []

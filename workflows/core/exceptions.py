@@ -11,6 +11,7 @@
     ├── HistoryDiverged            the code asked for another entry than the history recorded
     ├── DuplicateEntryName         two entries with one name in one scope
     ├── NotRecordable              a value that cannot be stored as JSON
+    │   └── ValueTooLarge          ... or is over the size limit (MAX_VALUE_BYTES)
     ├── InvalidKey                 a run key that is not a list of strings
     ├── UnknownWorkflow            no registered workflow has that name
     ├── UnknownQueue / UnknownEvent / UnknownAction
@@ -124,6 +125,26 @@ class DuplicateEntryName(BadInput):
 
 class NotRecordable(BadInput):
     """A value (step output, input, state, message, event, result) is not JSON."""
+
+
+class ValueTooLarge(NotRecordable):
+    """A value's JSON text is over the configured limit (`workflows.core.jsonvalue.max_bytes`)."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        self.what = what
+        self.size = size
+        self.limit = limit
+        self.detail = {"size": size, "limit": limit}
+        super().__init__(f"{what} is {_bytes(size)} as JSON, over the limit of {_bytes(limit)}")
+
+
+def _bytes(n: int) -> str:
+    """A size for people: exact bytes, and MiB or KiB when that is shorter to read."""
+    if n >= 1024 * 1024:
+        return f"{n:,} bytes ({n / 1024 / 1024:.1f} MiB)"
+    if n >= 1024:
+        return f"{n:,} bytes ({n / 1024:.1f} KiB)"
+    return f"{n:,} bytes"
 
 
 class InvalidKey(BadInput):

@@ -8,26 +8,52 @@ messages, events, run keys, operators' reasons, edited inputs), on both stores a
   pair): it has no UTF-8 encoding (a JSON pair such as `"\\ud83d\\ude00"` decodes to one proper
   character and is fine);
 - JSON nested more than `MAX_DEPTH` arrays and objects deep: beyond it parsers (Python's, the
-  database's) run out of stack.
+  database's) run out of stack;
+- a value whose compact JSON text, in UTF-8, is longer than the configured limit (`set_max_bytes`; the
+  Django app sets WORKFLOWS["MAX_VALUE_BYTES"], 1 MiB by default): `ValueTooLarge`. A recorded
+  value is read back whole on every replay and every page that shows it, so a large one is
+  refused where it is made, naming it, rather than slowing every later read of the run.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
-from .exceptions import NotRecordable
+from .exceptions import NotRecordable, ValueTooLarge
 
 MAX_DEPTH = 100
 """The deepest nesting of arrays and objects a recorded value may have (a scalar is depth 0)."""
 
 _UNSTORABLE_CHAR = re.compile("[\x00\ud800-\udfff]")
 
+DEFAULT_MAX_BYTES = 1024 * 1024
 
-def dumps(value: Any, what: str) -> str:
-    """Serialize `value` strictly (no NaN, no objects, nothing PostgreSQL cannot store); `what`
-    names the culprit in the error."""
+
+def _default_max_bytes() -> int | None:
+    return DEFAULT_MAX_BYTES
+
+
+_max_bytes: Callable[[], int | None] = _default_max_bytes
+
+
+def set_max_bytes(limit: Callable[[], int | None]) -> None:
+    """Where the size limit comes from: a callable read on every check (so a changed setting
+    applies at once); it returns the largest JSON text accepted, in bytes, or None for no limit."""
+    global _max_bytes
+    _max_bytes = limit
+
+
+def max_bytes() -> int | None:
+    """The largest recorded value now, in bytes of compact JSON (None: no limit)."""
+    return _max_bytes()
+
+
+def dumps(value: Any, what: str, *, sized: bool = True) -> str:
+    """Serialize `value` strictly (no NaN, no objects, nothing PostgreSQL cannot store, nothing
+    over the size limit unless `sized` is False); `what` names the culprit in the error."""
     try:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except RecursionError:
@@ -40,6 +66,21 @@ def dumps(value: Any, what: str) -> str:
         problem = unstorable(value)
         if problem is not None:
             raise NotRecordable(f"{what} {problem}")
+    return check_size(text, what) if sized else text
+
+
+def check_size(text: str, what: str) -> str:
+    """`text` (JSON from `dumps`) itself when its UTF-8 size is within the limit; ValueTooLarge
+    otherwise. `text` escapes every non-ASCII character (`\\u00e9`), so its length is an upper
+    bound of the UTF-8 size: only a text over the limit that holds escapes is measured exactly."""
+    limit = _max_bytes()
+    if limit is None or len(text) <= limit:
+        return text
+    size = len(text)
+    if "\\u" in text:
+        size = len(json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":")).encode())
+    if size > limit:
+        raise ValueTooLarge(what, size, limit)
     return text
 
 

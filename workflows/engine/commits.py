@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.clock import Clock
 from ..core.exceptions import LeaseLost, StoreUnavailable, WorkflowError
-from ..core.jsonvalue import dumps
+from ..core.jsonvalue import check_size, dumps
 from ..core.records import ChildStart, Commit, CommitResult, EntryRecord, EntryWrite, EventOrigin
 from ..core.replay import History
 from ..core.signals import Abandoned, Aborted
@@ -40,7 +40,8 @@ class CommitPipeline:
         self.history = history
         self.state = state  # the execution's live state: mutated in place, never rebound
         self.cancel_requested = False  # set when a commit finds an operator's cancel
-        self._committed_state = dumps(state, "the run's state")
+        # As stored: a state recorded before the size limit was lowered is not refused until it changes.
+        self._committed_state = dumps(state, "the run's state", sized=False)
         self._pending = Commit()
         self._on_commit = on_commit
         self._lock = asyncio.Lock()
@@ -54,8 +55,8 @@ class CommitPipeline:
 
     def state_change(self) -> str | None:
         """The state as JSON when it differs from the last one committed, else None."""
-        encoded = dumps(self.state, "the run's state")
-        return None if encoded == self._committed_state else encoded
+        encoded = dumps(self.state, "the run's state", sized=False)
+        return None if encoded == self._committed_state else check_size(encoded, "the run's state")
 
     def restore_committed_state(self) -> None:
         """Put the live state back to the last one stored (the body left one that cannot be)."""

@@ -11,9 +11,10 @@ import datetime as dt
 import heapq
 import logging
 import os
+import random
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from ..core.clock import Clock
@@ -28,6 +29,8 @@ from .observers import Observer, Observers, RunnerSample
 logger = logging.getLogger(__name__)
 
 CommitHook = Callable[[str, Commit], Awaitable[None]]
+# Housekeeping the runner does on its own every `seconds` (e.g. pruning finished runs): (seconds, job).
+Periodic = tuple[float, Callable[[], Awaitable[object]]]
 
 IDLE_POLL = 30.0  # seconds: longest sleep between reads of the store's schedule
 UNTIL_IDLE_HORIZON = 2.0  # seconds: --until-idle waits for runs due this soon (short retry backoffs)
@@ -53,6 +56,7 @@ class Runner:
         watch: bool = True,
         commit_hooks: list[CommitHook] | None = None,
         observers: list[Observer] | None = None,
+        periodic: Sequence[Periodic] = (),
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -66,6 +70,7 @@ class Runner:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.watch = watch
         self.commit_hooks = list(commit_hooks or [])
+        self.periodic = list(periodic)
         self._hook_tasks: set[asyncio.Task[None]] = set()
         self.observers = Observers(observers or [])
         # Wake times of the runs this runner suspended: it wakes for them without asking the store.
@@ -100,6 +105,8 @@ class Runner:
             helpers.append(asyncio.create_task(self.store.watch(self._poke), name="workflows-watch"))
         if self.observers:
             helpers.append(asyncio.create_task(self._sample_loop(), name="workflows-sample"))
+        for seconds, job in self.periodic:
+            helpers.append(asyncio.create_task(self._every(seconds, job), name="workflows-periodic"))
         logger.info("runner %s started (concurrency %d)", self.owner, self.concurrency)
         try:
             failures = 0
@@ -288,6 +295,17 @@ class Runner:
             await hook(run_id, commit)
         except Exception:
             logger.exception("commit hook %r failed (ignored)", hook)
+
+    async def _every(self, seconds: float, job: Callable[[], Awaitable[object]]) -> None:
+        """Call `job` every `seconds`, the first time at a random point of the first interval, so
+        runners started together do not all do it at once. A failure is logged and waits its turn."""
+        await asyncio.sleep(random.uniform(0, seconds))
+        while not self._stopping:
+            try:
+                await job()
+            except Exception:
+                logger.exception("runner %s: periodic %r failed; next in %.0fs", self.owner, job, seconds)
+            await asyncio.sleep(seconds)
 
     async def _heartbeat_loop(self) -> None:
         while True:

@@ -6,8 +6,9 @@ import signal
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows import checks, conf
-from workflows.engine.runner import Runner
+from workflows.engine.runner import Periodic, Runner
 from workflows.storage.django import DjangoStore
+from workflows.storage.django.prune import prune_in_own_thread
 
 
 class Command(BaseCommand):
@@ -42,6 +43,7 @@ class Command(BaseCommand):
             heartbeat_seconds=conf.heartbeat_seconds(),
             commit_hooks=conf.commit_hooks(),
             observers=conf.observers(),
+            periodic=_periodic(),
         )
 
         async def main() -> None:
@@ -54,3 +56,12 @@ class Command(BaseCommand):
             asyncio.run(main())
         finally:
             store.close()
+
+
+def _periodic() -> list[Periodic]:
+    """The runner's own housekeeping: pruning by WORKFLOWS["RETENTION"] every PRUNE_SECONDS."""
+    seconds = conf.prune_seconds()
+    if seconds is None:
+        return []
+    retention, batch = conf.retention(), conf.prune_batch()
+    return [(seconds, lambda: prune_in_own_thread(retention, batch_size=batch))]
