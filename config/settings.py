@@ -166,6 +166,8 @@ WORKFLOWS = {
     # token /jobs hands out), "session" or "open" (anyone with the run id). See inspector/access.py.
     "RUN_STREAM_AUTH": os.environ.get("WORKFLOWS_RUN_STREAM_AUTH", "token"),
     "RUN_STREAM_TOKEN_SECONDS": float(os.environ.get("WORKFLOWS_RUN_STREAM_TOKEN_SECONDS", "3600")),
+    # GET /metrics requires `Authorization: Bearer <token>` when set; open otherwise.
+    "METRICS_TOKEN": os.environ.get("METRICS_TOKEN") or None,
 }
 
 # --- Django tasks (the django-tasks backport of django.tasks) ----------------------

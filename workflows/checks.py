@@ -11,6 +11,7 @@ Settings (`settings.WORKFLOWS`, see workflows/conf.py):
     workflows.E007  a duration is not a positive number, or HEARTBEAT_SECONDS >= LEASE_SECONDS
     workflows.E008  REGISTRIES or COMMIT_HOOKS is not a list of dotted paths
     workflows.E009  RUN_STREAM_AUTH is not "token", "session" or "open"
+    workflows.E014  METRICS_TOKEN is neither None nor a string
     workflows.W001  an old flat setting (WORKFLOWS_REGISTRIES, ...) is set: it is no longer read
     workflows.W002  REGISTRIES is empty: there is nothing to run
 Database:
@@ -101,6 +102,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 f'WORKFLOWS["RUN_STREAM_AUTH"] must be "token", "session" or "open", not {stream_auth!r}.',
                 hint="Who may follow a run's WebSocket; see workflows/conf.py.",
                 id="workflows.E009",
+            )
+        )
+    metrics_token = raw.get("METRICS_TOKEN")
+    if metrics_token is not None and not isinstance(metrics_token, str):
+        errors.append(
+            checks.Error(
+                f'WORKFLOWS["METRICS_TOKEN"] must be a string or None, not {type(metrics_token).__name__}.',
+                hint="The bearer token GET /metrics requires; None (or empty) leaves it open.",
+                id="workflows.E014",
             )
         )
     for key in ("REGISTRIES", "COMMIT_HOOKS"):

@@ -22,11 +22,16 @@ COMMIT_HOOKS (default `[]`)
     `"inspector.live.on_commit"` pokes the inspector's live pages through the channel layer: set
     it with a cross-process layer (channels-redis); with the in-memory layer a poke never leaves
     the runner's process, so it is useless there.
-OBSERVERS (default `[]`)
+OBSERVERS (default `["workflows.telemetry.metrics.observer"]`)
     Dotted paths of `workflows.engine.observers.Observer` instances (or zero-argument callables
     that return one) the runner tells of each execution, commit and its own load: traces,
     metrics and log lines are observers. Each is called in line on the runner's loop: cheap,
-    never blocking.
+    never blocking. The default counts Prometheus metrics (`workflows.telemetry.metrics`);
+    setting the key replaces the list, so keep that path in it to keep the metrics.
+METRICS_TOKEN (default `None`)
+    When set, `GET /metrics` (`workflows.telemetry.exposition.metrics_view`) answers only
+    requests with `Authorization: Bearer <token>` (others get a plain 401); unset, it is open
+    to whoever reaches it (a Prometheus scraping inside the network).
 POLL_SECONDS (default `None`: 0.5 with the in-memory channel layer, 2.0 with any other)
     The inspector's: how often a live page's WebSocket consumer re-reads the database besides
     the pokes it gets.
@@ -63,7 +68,8 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_SECONDS": 30.0,
     "HEARTBEAT_SECONDS": None,
     "COMMIT_HOOKS": [],
-    "OBSERVERS": [],
+    "OBSERVERS": ["workflows.telemetry.metrics.observer"],
+    "METRICS_TOKEN": None,
     "POLL_SECONDS": None,
     "RUN_STREAM_AUTH": "token",
     "RUN_STREAM_TOKEN_SECONDS": 3600.0,
