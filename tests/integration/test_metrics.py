@@ -73,17 +73,31 @@ async def test_a_run_with_a_retry__each_stored_attempt_counted_once(h):
     # Two executions (the retry's backoff suspends the run): "load" and the enrich steps are
     # replayed by the second one and not counted again.
     assert delta(before, after, "workflows_step_attempts_total", workflow=wf, step="load", outcome="ok") == 1
-    assert delta(before, after, "workflows_step_attempts_total", workflow=wf, step="enrich-#", outcome="ok") == 3
-    assert delta(before, after, "workflows_step_attempts_total", workflow=wf, step="extract", outcome="error") == 1
-    assert delta(before, after, "workflows_step_attempts_total", workflow=wf, step="extract", outcome="ok") == 1
+    assert (
+        delta(before, after, "workflows_step_attempts_total", workflow=wf, step="enrich-#", outcome="ok") == 3
+    )
+    assert (
+        delta(before, after, "workflows_step_attempts_total", workflow=wf, step="extract", outcome="error")
+        == 1
+    )
+    assert (
+        delta(before, after, "workflows_step_attempts_total", workflow=wf, step="extract", outcome="ok") == 1
+    )
     assert delta(before, after, "workflows_step_retries_total", workflow=wf, step="extract") == 1
     assert delta(before, after, "workflows_step_retries_total", workflow=wf, step="load") == 0
     duration = {"workflow": wf, "step": "extract", "outcome": "error"}
     assert delta(before, after, "workflows_step_duration_seconds_count", **duration) == 1
     # Both attempts called the model: the failed one's tokens were spent too.
-    assert delta(before, after, "workflows_model_tokens_total", workflow=wf, step="extract", kind="prompt") == 20
-    assert delta(before, after, "workflows_model_tokens_total", workflow=wf, step="extract", kind="completion") == 8
-    assert delta(before, after, "workflows_model_tokens_total", workflow=wf, step="extract", kind="total") == 0
+    assert (
+        delta(before, after, "workflows_model_tokens_total", workflow=wf, step="extract", kind="prompt") == 20
+    )
+    assert (
+        delta(before, after, "workflows_model_tokens_total", workflow=wf, step="extract", kind="completion")
+        == 8
+    )
+    assert (
+        delta(before, after, "workflows_model_tokens_total", workflow=wf, step="extract", kind="total") == 0
+    )
     assert delta(before, after, "workflows_schedule_to_start_seconds_count", workflow=wf) == 2
     run_duration = {"workflow": wf, "status": "completed"}
     assert delta(before, after, "workflows_run_duration_seconds_count", **run_duration) == 1
@@ -96,7 +110,11 @@ async def test_a_run_with_a_retry__each_stored_attempt_counted_once(h):
     Run.objects.filter(id=handle.run_id).update(status="pending", wake_at=h.clock.now())
     await arun_until_idle(registry, store=h.store, clock=h.clock, observers=[observer])
     again = scrape()
-    for name in ("workflows_step_attempts_total", "workflows_step_retries_total", "workflows_model_tokens_total"):
+    for name in (
+        "workflows_step_attempts_total",
+        "workflows_step_retries_total",
+        "workflows_model_tokens_total",
+    ):
         changed = {k: v for k, v in again.items() if k[0] == name and v != after.get(k, 0.0)}
         assert changed == {}, f"{name} moved on a replay: {changed}"
     assert delta(after, again, "workflows_runs_started_total", workflow=wf) == 0
@@ -134,7 +152,9 @@ def test_database_gauges__live_runs_backlog_and_stalled(transactional_db):
     later = client.get_or_create(["later"]).run_id
     Run.objects.filter(id=later).update(status="waiting", wake_at=now + dt.timedelta(hours=1))
     stalled = client.get_or_create(["stalled"]).run_id
-    Run.objects.filter(id=stalled).update(status="running", lease_owner="dead", wake_at=now - dt.timedelta(seconds=5))
+    Run.objects.filter(id=stalled).update(
+        status="running", lease_owner="dead", wake_at=now - dt.timedelta(seconds=5)
+    )
 
     samples = scrape()
     assert value(samples, "workflows_database_up") == 1
@@ -207,3 +227,18 @@ def test_step_labels__numbered_steps_share_one_and_the_count_is_capped(monkeypat
     labels = {observer.step_label("w", f"id-{c}") for c in "abcdefg"}
     assert labels == {"id-a", metrics.OTHER_STEP}  # 3 above + "id-a" make 4: the rest share one
     assert observer.step_label("w", "enrich-99") == "enrich-#"  # a known label stays itself
+
+
+async def test_schedule_to_start__from_when_the_run_was_due_to_its_claim(h):
+    registry = flaky_registry()
+    await h.client(registry, "metered").aget_or_create(["late"])
+    h.clock.advance(3.5)  # no runner for 3.5 s
+    before = scrape()
+    await arun_until_idle(
+        registry, store=h.store, clock=h.clock, advance=False, observers=[MetricsObserver()]
+    )
+    after = scrape()
+    assert delta(before, after, "workflows_schedule_to_start_seconds_count", workflow="metered") == 1
+    assert delta(
+        before, after, "workflows_schedule_to_start_seconds_sum", workflow="metered"
+    ) == pytest.approx(3.5)
