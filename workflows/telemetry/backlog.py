@@ -71,6 +71,8 @@ def backlog(now: dt.datetime | None = None, workflows: list[str] | None = None) 
     )
     lateness: dict[str, list[float]] = {}
     for workflow, created_at, started_at in started:
+        if started_at is None:  # filtered out above; here for the type checker
+            continue
         lateness.setdefault(workflow, []).append(max(0.0, (started_at - created_at).total_seconds()))
     names = sorted(set(workflows or []) | set(due) | set(stalled) | set(lateness))
     found = []

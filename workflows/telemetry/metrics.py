@@ -123,18 +123,18 @@ def tokens_of(usage: Any) -> dict[str, int]:
         return {}
     found: dict[str, int] = {}
     for kind, keys in TOKEN_KEYS.items():
-        for key in keys:
-            value = usage.get(key)
-            if _count(value):
-                found[kind] = value
-                break
-    if not found and _count(usage.get("total_tokens")):
-        found["total"] = usage["total_tokens"]
+        counts = [n for n in (_count(usage.get(key)) for key in keys) if n is not None]
+        if counts:
+            found[kind] = counts[0]
+    total = _count(usage.get("total_tokens"))
+    if not found and total is not None:
+        found["total"] = total
     return found
 
 
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+def _count(value: Any) -> int | None:
+    """A positive token count, or None (a bool, a string or a negative number is none)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 class MetricsObserver(Observer):
