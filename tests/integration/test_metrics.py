@@ -207,6 +207,14 @@ def test_check__metrics_token_must_be_a_string():
         assert "workflows.E014" not in {m.id for m in run_checks()}
 
 
+@pytest.mark.django_db
+def test_check__the_multiprocess_directory_must_exist(monkeypatch, tmp_path):
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "missing"))
+    assert "workflows.E015" in {m.id for m in run_checks()}
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    assert "workflows.E015" not in {m.id for m in run_checks()}
+
+
 def test_tokens_of__usage_shapes():
     assert tokens_of({"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}) == {
         "prompt": 3,
