@@ -8,6 +8,7 @@ import datetime as dt
 
 import pytest
 from django.core.checks import run_checks
+from django.db import connection
 from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -167,6 +168,24 @@ def test_database_gauges__live_runs_backlog_and_stalled(transactional_db):
     # Every served workflow has a series, zero when it has no runs (alerts see a value).
     assert ("workflows_runs", frozenset({"workflow": "aiJob", "status": "pending"}.items())) in samples
     assert value(samples, "workflows_backlog_runs", workflow="aiJob") == 0
+
+
+def test_database_gauges__a_failed_read_serves_the_rest_and_says_so(transactional_db, caplog):
+    with connection.cursor() as cursor:  # a real failure: the table is not there
+        cursor.execute("ALTER TABLE workflows_run RENAME TO workflows_run_away")
+    try:
+        response = Client().get("/metrics")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE workflows_run_away RENAME TO workflows_run")
+    assert response.status_code == 200
+    samples = parse(response.content.decode())
+    assert value(samples, "workflows_database_up") == 0
+    assert not [k for k in samples if k[0] == "workflows_runs"]
+    assert "workflows_step_attempts" in {
+        f.name for f in text_string_to_metric_families(response.content.decode())
+    }
+    assert "reading the runs table failed" in caplog.text
 
 
 @pytest.mark.django_db

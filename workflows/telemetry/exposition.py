@@ -26,6 +26,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from .. import conf
+from ..api_errors import UNAVAILABLE
 from ..core.records import LIVE
 from . import backlog
 from .metrics import multiprocess_dir
@@ -44,7 +45,7 @@ class DatabaseCollector(Collector):
         try:
             counts = backlog.live_counts()
             behind = backlog.backlog(workflows=names)
-        except DatabaseError:
+        except (DatabaseError, *UNAVAILABLE):
             logger.exception("/metrics: reading the runs table failed")
             up.add_metric([], 0)
             return [up]
