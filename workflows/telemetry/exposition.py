@@ -33,6 +33,9 @@ from .metrics import multiprocess_dir
 
 logger = logging.getLogger(__name__)
 
+# What a database that is away raises: Django's errors, the pool's and the driver's (api_errors).
+READ_FAILURES: tuple[type[Exception], ...] = (DatabaseError, *UNAVAILABLE)
+
 
 class DatabaseCollector(Collector):
     """Gauges read from run rows on each scrape, by bounded, indexed queries (`telemetry.backlog`).
@@ -45,7 +48,7 @@ class DatabaseCollector(Collector):
         try:
             counts = backlog.live_counts()
             behind = backlog.backlog(workflows=names)
-        except (DatabaseError, *UNAVAILABLE):
+        except READ_FAILURES:
             logger.exception("/metrics: reading the runs table failed")
             up.add_metric([], 0)
             return [up]
