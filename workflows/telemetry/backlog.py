@@ -46,8 +46,11 @@ def live_counts() -> dict[tuple[str, str], int]:
     return {(workflow, status): n for workflow, status, n in rows}
 
 
-def backlog(now: dt.datetime | None = None, workflows: list[str] | None = None) -> list[Backlog]:
-    """Per workflow (those named, plus any with something to show), sorted by name."""
+def backlog(
+    now: dt.datetime | None = None, workflows: list[str] | None = None, *, lateness: bool = True
+) -> list[Backlog]:
+    """Per workflow (those named, plus any with something to show), sorted by name. Without
+    `lateness` the recent runs' start lateness is not read (`/metrics` has it as a histogram)."""
     now = now or timezone.now()
     due_rows = (
         Run.objects.filter(wake_at__lte=now, status__in=[RunStatus.PENDING, RunStatus.WAITING])
@@ -63,22 +66,12 @@ def backlog(now: dt.datetime | None = None, workflows: list[str] | None = None) 
         .annotate(n=Count("id"))
     )
     stalled = dict(stalled_rows)
-    since = now - RECENT_WINDOW
-    started = (
-        Run.objects.filter(transitioned_at__gte=since, started_at__gte=since, started_at__lte=now)
-        .order_by()
-        .values_list("workflow", "created_at", "started_at")[:RECENT_ROW_CAP]
-    )
-    lateness: dict[str, list[float]] = {}
-    for workflow, created_at, started_at in started:
-        if started_at is None:  # filtered out above; here for the type checker
-            continue
-        lateness.setdefault(workflow, []).append(max(0.0, (started_at - created_at).total_seconds()))
-    names = sorted(set(workflows or []) | set(due) | set(stalled) | set(lateness))
+    late = _start_lateness(now) if lateness else {}
+    names = sorted(set(workflows or []) | set(due) | set(stalled) | set(late))
     found = []
     for name in names:
         count, oldest = due.get(name, (0, None))
-        values = sorted(lateness.get(name, []))
+        values = sorted(late.get(name, []))
         found.append(
             Backlog(
                 workflow=name,
@@ -89,6 +82,22 @@ def backlog(now: dt.datetime | None = None, workflows: list[str] | None = None) 
                 median_start_lateness=_median(values),
             )
         )
+    return found
+
+
+def _start_lateness(now: dt.datetime) -> dict[str, list[float]]:
+    """started_at - created_at of the runs first started in the last RECENT_WINDOW, by workflow."""
+    since = now - RECENT_WINDOW
+    started = (
+        Run.objects.filter(transitioned_at__gte=since, started_at__gte=since, started_at__lte=now)
+        .order_by()
+        .values_list("workflow", "created_at", "started_at")[:RECENT_ROW_CAP]
+    )
+    found: dict[str, list[float]] = {}
+    for workflow, created_at, started_at in started:
+        if started_at is None:  # filtered out above; here for the type checker
+            continue
+        found.setdefault(workflow, []).append(max(0.0, (started_at - created_at).total_seconds()))
     return found
 
 

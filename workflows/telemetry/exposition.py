@@ -47,7 +47,7 @@ class DatabaseCollector(Collector):
         names = conf.registry().names()
         try:
             counts = backlog.live_counts()
-            behind = backlog.backlog(workflows=names)
+            behind = backlog.backlog(workflows=names, lateness=False)
         except READ_FAILURES:
             logger.exception("/metrics: reading the runs table failed")
             up.add_metric([], 0)
