@@ -33,7 +33,11 @@ def get(samples, name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
 
-def test_multiprocess__the_web_adds_up_every_runner(runners, tmp_path, monkeypatch):
+def test_multiprocess__the_web_adds_up_every_runner(runners, tmp_path, monkeypatch, settings):
+    settings.WORKFLOWS = {
+        **settings.WORKFLOWS,
+        "REGISTRIES": ["tests.acceptance.flows.registry"],
+    }  # the web's
     directory = tmp_path / "prometheus"
     directory.mkdir()
     monkeypatch.setattr(
@@ -62,6 +66,7 @@ def test_multiprocess__the_web_adds_up_every_runner(runners, tmp_path, monkeypat
         )
     assert get(samples, "workflows_schedule_to_start_seconds_count", workflow="many") == 6
     assert get(samples, "workflows_database_up") == 1  # and the database gauges beside them
+    assert get(samples, "workflows_runs", workflow="many", status="pending") == 0
     assert get(samples, "workflows_backlog_runs", workflow="many") == 0
 
     # Both runners sample their slots (every few seconds): the free slots add up to 3 + 4.
