@@ -186,6 +186,8 @@ WORKFLOWS = {
     "PRUNE_BATCH": int(os.environ.get("WORKFLOWS_PRUNE_BATCH", "100")),
     # The largest recorded value (step input or output, state, message body...), as JSON bytes.
     "MAX_VALUE_BYTES": int(os.environ.get("WORKFLOWS_MAX_VALUE_BYTES", str(1024 * 1024))),
+    # GET /metrics requires `Authorization: Bearer <token>` when set; open otherwise.
+    "METRICS_TOKEN": os.environ.get("METRICS_TOKEN") or None,
 }
 
 # --- Django tasks (the django-tasks backport of django.tasks) ----------------------

@@ -1,4 +1,4 @@
-"""URL configuration: admin, the JSON API (jobs and the generic /api/), and app pages."""
+"""URL configuration: admin, the JSON API (jobs and the generic /api/), app pages and /metrics."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -6,6 +6,7 @@ from django.urls import include, path
 from config.api import api
 from jobs.api import router as jobs_router
 from workflows.api import router as workflows_router
+from workflows.metrics_endpoint import metrics_view
 
 api.add_router("/api/", workflows_router)
 api.add_router("/jobs", jobs_router)
@@ -13,5 +14,6 @@ api.add_router("/jobs", jobs_router)
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("dashboard/", include("inspector.urls")),
+    path("metrics", metrics_view, name="metrics"),  # Prometheus (README: Traces, metrics and logs)
     path("", api.urls),
 ]

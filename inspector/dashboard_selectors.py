@@ -1,5 +1,5 @@
 """The operator dashboard's reads: the last hour's figures (status counts, throughput, failure
-rate, step durations) and the runs awaiting an operator's decision on a queue their workflow
+rate, step durations), how far behind the runners are (backlog, schedule-to-start) and the runs awaiting an operator's decision on a queue their workflow
 declares with `choices`. The runs list itself comes from `selectors` (the consumers share it).
 """
 
@@ -14,6 +14,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from workflows import Workflow, conf
+from workflows import backlog as telemetry_backlog
 from workflows.core.records import EntryStatus, RunStatus
 from workflows.models import Entry, Run
 
@@ -133,6 +134,42 @@ def dashboard_stats(now: dt.datetime | None = None) -> DashboardStats:
         buckets=buckets,
         step_stats=step_stats,
     )
+
+
+# --- how far behind the runners are -------------------------------------------------------------
+
+
+@dataclass
+class BacklogRow:
+    workflow: str
+    due: int
+    oldest_due: str  # how late the oldest due, unclaimed run is now
+    late: bool  # the oldest due run waits longer than BACKLOG_LATE
+    stalled: int
+    started_recently: int
+    median_lateness: str  # of the runs first started in the last 15 minutes
+
+
+BACKLOG_LATE = dt.timedelta(seconds=60)  # the oldest due run waiting longer is shown as late
+
+
+def backlog(now: dt.datetime | None = None) -> list[BacklogRow]:
+    """Per workflow the server serves (and any other with runs behind): due and unclaimed runs,
+    the oldest one's lateness, stalled runs, and the median schedule-to-start of runs started in
+    the last 15 minutes (`started_at - created_at` from run rows)."""
+    rows = telemetry_backlog.backlog(now, workflows=conf.registry().names())
+    return [
+        BacklogRow(
+            workflow=row.workflow,
+            due=row.due,
+            oldest_due=format_duration(row.oldest_due_seconds),
+            late=(row.oldest_due_seconds or 0) > BACKLOG_LATE.total_seconds(),
+            stalled=row.stalled,
+            started_recently=row.started_recently,
+            median_lateness=format_duration(row.median_start_lateness),
+        )
+        for row in rows
+    ]
 
 
 # --- decisions waiting on an operator ---------------------------------------------------------

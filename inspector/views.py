@@ -1,5 +1,5 @@
-"""The operator dashboard: runs live, last hour's throughput and failures, step durations, and one
-run's live timeline. Every view needs what the admin's run inspector needs (inspector.access)."""
+"""The operator dashboard: runs live, last hour's throughput and failures, step durations, the
+backlog and schedule-to-start by workflow, and one run's live timeline. Every view needs what the admin's run inspector needs (inspector.access)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ def dashboard(request):
             request,
             title="Operator dashboard",
             stats=dashboard_selectors.dashboard_stats(),
+            backlog=dashboard_selectors.backlog(),
             runs=[selectors.run_summary(r) for r in selectors.recent_runs()],
             decisions=[_with_buttons(d) for d in dashboard_selectors.awaiting_decision()],
             limiters=dashboard_selectors.limiter_use(),
@@ -48,7 +49,9 @@ def _with_buttons(decision: dashboard_selectors.Decision) -> dict:
 @view_runs_required
 def stats_fragment(request):
     return TemplateResponse(
-        request, "inspector/_stats.html", {"stats": dashboard_selectors.dashboard_stats()}
+        request,
+        "inspector/_stats.html",
+        {"stats": dashboard_selectors.dashboard_stats(), "backlog": dashboard_selectors.backlog()},
     )
 
 

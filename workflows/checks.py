@@ -11,12 +11,15 @@ Settings (`settings.WORKFLOWS`, see workflows/conf.py):
     workflows.E007  a duration is not a positive number, or HEARTBEAT_SECONDS >= LEASE_SECONDS
     workflows.E008  REGISTRIES or COMMIT_HOOKS is not a list of dotted paths
     workflows.E009  RUN_STREAM_AUTH is not "token", "session" or "open"
-    workflows.E010  TRACE_URL is not a URL with `{trace_id}` in it
+    workflows.E016  TRACE_URL is not a URL with `{trace_id}` in it
     workflows.E020  RETENTION is not a dict of days (>= 0 or None) by status and "audited"
     workflows.E021  PRUNE_BATCH or MAX_VALUE_BYTES is not a positive integer (MAX_VALUE_BYTES
                     may be None: no limit)
     workflows.W001  an old flat setting (WORKFLOWS_REGISTRIES, ...) is set: it is no longer read
     workflows.W002  REGISTRIES is empty: there is nothing to run
+Metrics:
+    workflows.E014  METRICS_TOKEN is neither None nor a string
+    workflows.E015  PROMETHEUS_MULTIPROC_DIR is set but is not a writable directory
 Database:
     workflows.W003  SQLite without `"transaction_mode": "IMMEDIATE"` in OPTIONS
     workflows.W004  (printed by `runworkflows` at start, not a registered check) SQLite, and
@@ -62,7 +65,14 @@ OLD_NAMES = {
 
 def register() -> None:
     """Called by WorkflowsConfig.ready."""
-    for check in (check_settings, check_registries, check_commit_hooks, check_sqlite, check_inspector):
+    for check in (
+        check_settings,
+        check_registries,
+        check_commit_hooks,
+        check_metrics,
+        check_sqlite,
+        check_inspector,
+    ):
         checks.register(check, TAG)
 
 
@@ -118,7 +128,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             checks.Error(
                 f'WORKFLOWS["TRACE_URL"] must be an http(s) URL with "{{trace_id}}" in it, not {trace_url!r}.',
                 hint='e.g. "https://tempo.example/trace/{trace_id}"; leave it out to show trace ids as text.',
-                id="workflows.E010",
+                id="workflows.E016",
             )
         )
     errors += _check_retention(raw)
@@ -266,6 +276,31 @@ def check_commit_hooks(app_configs: Any = None, **kwargs: Any) -> list[checks.Ch
                 f'WORKFLOWS["COMMIT_HOOKS"] names {path!r}, {problem}.',
                 hint="A dotted path to an async function hook(run_id, commit).",
                 id="workflows.E006",
+            )
+        )
+    return errors
+
+
+def check_metrics(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The /metrics token, and prometheus-client's multiprocess directory: when it is named but
+    missing, every process would fail to write its metrics and /metrics to read them."""
+    errors: list[checks.CheckMessage] = []
+    token = conf.user_settings().get("METRICS_TOKEN")
+    if token is not None and not isinstance(token, str):
+        errors.append(
+            checks.Error(
+                f'WORKFLOWS["METRICS_TOKEN"] must be a string or None, not {type(token).__name__}.',
+                hint="The bearer token GET /metrics requires; None (or empty) leaves it open.",
+                id="workflows.E014",
+            )
+        )
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory and not (os.path.isdir(directory) and os.access(directory, os.W_OK)):
+        errors.append(
+            checks.Error(
+                f"PROMETHEUS_MULTIPROC_DIR names {directory!r}, which is not a writable directory.",
+                hint="Create it (empty) before the web and the runners start, or unset the variable.",
+                id="workflows.E015",
             )
         )
     return errors

@@ -22,14 +22,20 @@ COMMIT_HOOKS (default `[]`)
     `"inspector.live.on_commit"` pokes the inspector's live pages through the channel layer: set
     it with a cross-process layer (channels-redis); with the in-memory layer a poke never leaves
     the runner's process, so it is useless there.
-OBSERVERS (default: the activity log lines and the OpenTelemetry spans, see DEFAULT_OBSERVERS)
+OBSERVERS (default: the activity log lines, the OpenTelemetry spans and the Prometheus metrics, see
+    DEFAULT_OBSERVERS)
     Dotted paths of `workflows.engine.observers.Observer` instances (or zero-argument callables
     that return one) the runner tells of each execution, commit and its own load: traces,
     metrics and log lines are observers. Each is called in line on the runner's loop: cheap,
-    never blocking. `[]` turns them all off.
+    never blocking. `[]` turns them all off; setting the key replaces the list, so keep
+    `workflows.telemetry.metrics.observer` in it to keep the metrics.
 TRACE_URL (default `None`)
     The inspector's: a URL with `{trace_id}` (e.g. `"https://tempo.example/trace/{trace_id}"`);
     a run's page then links its trace id to it. Unset: the trace id is shown as text.
+METRICS_TOKEN (default `None`)
+    When set, `GET /metrics` (`workflows.metrics_endpoint.metrics_view`) answers only
+    requests with `Authorization: Bearer <token>` (others get a plain 401); unset, it is open
+    to whoever reaches it (a Prometheus scraping inside the network).
 POLL_SECONDS (default `None`: 0.5 with the in-memory channel layer, 2.0 with any other)
     The inspector's: how often a live page's WebSocket consumer re-reads the database besides
     the pokes it gets.
@@ -83,6 +89,7 @@ if TYPE_CHECKING:
 DEFAULT_OBSERVERS = [
     "workflows.telemetry.logs.ActivityLogObserver",
     "workflows.telemetry.tracing.TracingObserver",
+    "workflows.telemetry.metrics.observer",
 ]
 
 DEFAULTS: dict[str, Any] = {
@@ -92,6 +99,7 @@ DEFAULTS: dict[str, Any] = {
     "COMMIT_HOOKS": [],
     "OBSERVERS": DEFAULT_OBSERVERS,
     "TRACE_URL": None,
+    "METRICS_TOKEN": None,
     "POLL_SECONDS": None,
     "RUN_STREAM_AUTH": "token",
     "RUN_STREAM_TOKEN_SECONDS": 3600.0,

@@ -111,7 +111,7 @@ def test_e010__trace_url_is_an_http_url_with_the_trace_id(url):
         assert checks.check_settings() == []
     with override_settings(WORKFLOWS={**base, "TRACE_URL": url}):
         [error] = checks.check_settings()
-    assert error.id == "workflows.E010" and repr(url) in error.msg
+    assert error.id == "workflows.E016" and repr(url) in error.msg
 
 
 def test_e008__registries_must_be_a_list_of_paths():

@@ -57,3 +57,17 @@ async def test_observers__see_each_attempt_once_across_executions(h):
         ("transition", "completed"),
         ("end", "completed"),
     ]
+
+
+async def test_a_claim_says_when_the_run_was_due(h):
+    async def body(ctx):
+        return None
+
+    reg = setup(use={"wf": workflow(body)})
+    handle = await h.client(reg, "wf").aget_or_create(["k"])
+    created = h.clock.now()
+    h.clock.advance(2)
+    (run,) = await h.store.aclaim(owner="me", workflows=["wf"], limit=1, lease_seconds=30, now=h.clock.now())
+    assert run.id == handle.run_id
+    assert run.due_at == created  # wake_at is the lease's expiry by now
+    assert run.wake_at > h.clock.now()

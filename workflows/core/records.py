@@ -83,6 +83,9 @@ class RunRecord:
     taken_over: bool = False
     previous_owner: str = ""  # when taken over: the runner that held it ...
     lease_lapsed_at: dt.datetime | None = None  # ... and when its lease ran out
+    # Set by a claim: when the run had become due (its wake_at before the claim replaced it with
+    # the lease's expiry). `claimed_at - due_at` is how late it started (observers' latency).
+    due_at: dt.datetime | None = None
     epoch: int = 0  # operator replays so far: part of every step's idempotency key
     parent_id: str | None = None  # a child run: the run that started it (`ctx.child`) ...
     parent_queue: str | None = None  # ... and the internal queue its end is reported on

@@ -37,8 +37,9 @@ class Observer:
 
     def execution_started(self, run: RunRecord, *, owner: str, claimed_at: dt.datetime) -> None:
         """A runner claimed `run` and executes it now (`run.fresh`: its first execution;
-        `run.taken_over`: the last one was cut off). `claimed_at - (run.wake_at or
-        run.created_at)` is how late it started."""
+        `run.taken_over`: the last one was cut off). `claimed_at - run.due_at` is how late it
+        started (`run.wake_at` is the new lease's expiry by now; `due_at` is None when the runner
+        resumes a run it still holds after the store failed: no schedule was involved)."""
 
     def committed(self, run: RunRecord, commit: Commit) -> None:
         """The execution of `run` stored `commit` (steps' attempts, waits, events, messages,

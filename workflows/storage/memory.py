@@ -148,6 +148,7 @@ class MemoryStore(Store):
                         taken_over=run.status == RunStatus.RUNNING,  # its runner's lease lapsed
                         previous_owner=run.lease_owner if run.status == RunStatus.RUNNING else "",
                         lease_lapsed_at=run.wake_at if run.status == RunStatus.RUNNING else None,
+                        due_at=run.wake_at,
                     )
                 )
                 self._started.add(run.id)

@@ -1,14 +1,16 @@
 """`python manage.py runworkflows`: builds a Runner and runs it until SIGTERM/SIGINT."""
 
 import asyncio
+import os
 import signal
 
 from django.core.management.base import BaseCommand, CommandError
 
-from workflows import checks, conf
+from workflows import checks, conf, metrics_endpoint
 from workflows.engine.runner import Periodic, Runner
 from workflows.storage.django import DjangoStore
 from workflows.storage.django.prune import prune_in_own_thread
+from workflows.telemetry import metrics
 
 
 class Command(BaseCommand):
@@ -23,8 +25,33 @@ class Command(BaseCommand):
             default=4,
             help="Database connections the runner uses in parallel (PostgreSQL; SQLite uses 1).",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=None,
+            help="Serve this runner's Prometheus metrics on this port (default: $WORKFLOWS_METRICS_PORT; "
+            "none). Not needed with PROMETHEUS_MULTIPROC_DIR: the web's /metrics serves them.",
+        )
+        parser.add_argument(
+            "--metrics-addr",
+            default="0.0.0.0",  # Prometheus scrapes runners from inside the network
+            help="Address the metrics port binds (default 0.0.0.0).",
+        )
 
-    def handle(self, *args, concurrency: int, until_idle: bool, db_threads: int, **options):
+    def handle(
+        self,
+        *args,
+        concurrency: int,
+        until_idle: bool,
+        db_threads: int,
+        metrics_port: int | None,
+        metrics_addr: str,
+        **options,
+    ):
+        if metrics_port is None:
+            metrics_port = _port_from_env()
+        if metrics_port is not None and not 0 < metrics_port < 65536:
+            raise CommandError(f"--metrics-port must be a port number (1-65535), not {metrics_port}.")
         shared = checks.sqlite_shared_runners()  # workflows.W004: several runners on one SQLite file
         if shared is not None:
             self.stderr.write(
@@ -34,6 +61,11 @@ class Command(BaseCommand):
         too_small = checks.runner_pool_too_small(threads, concurrency)  # workflows.E013
         if too_small is not None:
             raise CommandError(f"{too_small.id}: {too_small.msg}\n  HINT: {too_small.hint}")
+        if metrics_port is not None:
+            try:
+                metrics_endpoint.serve_runner_metrics(metrics_port, metrics_addr)
+            except OSError as exc:
+                raise CommandError(f"cannot serve metrics on {metrics_addr}:{metrics_port}: {exc}") from exc
         store = DjangoStore(db_threads=threads)
         runner = Runner(
             registry=conf.registry(),
@@ -56,6 +88,7 @@ class Command(BaseCommand):
             asyncio.run(main())
         finally:
             store.close()
+            metrics.forget_this_process()  # multiprocess mode: its slots leave the sums
 
 
 def _periodic() -> list[Periodic]:
@@ -65,3 +98,14 @@ def _periodic() -> list[Periodic]:
         return []
     retention, batch = conf.retention(), conf.prune_batch()
     return [(seconds, lambda: prune_in_own_thread(retention, batch_size=batch))]
+
+
+def _port_from_env() -> int | None:
+    """$WORKFLOWS_METRICS_PORT as a port number; a value that is not one stops the command."""
+    value = os.environ.get("WORKFLOWS_METRICS_PORT", "").strip()
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise CommandError(f"WORKFLOWS_METRICS_PORT must be a port number, not {value!r}.") from None

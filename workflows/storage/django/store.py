@@ -169,7 +169,7 @@ class DjangoStore(DjangoRepairs, Store):
                 rows = [(*row, *was[str(uuid.UUID(str(row[0])))]) for row in cursor.fetchall()]
         runs = []
         for *row, was_started, was_status, was_owner, was_due in rows:
-            run = run_from_row(tuple(row), fresh=was_started is None)
+            run = replace(run_from_row(tuple(row), fresh=was_started is None), due_at=timestamp(was_due))
             if was_status == RunStatus.RUNNING:  # left by a runner whose lease lapsed
                 run = replace(
                     run, taken_over=True, previous_owner=was_owner, lease_lapsed_at=timestamp(was_due)
