@@ -119,7 +119,7 @@ def test_starting_and_sending_stay_one_statement_on_postgresql_with_tracing_on(t
 
 
 def test_with_no_sdk_the_default_observers_cost_a_step_no_query(transactional_db):
-    """The same run with and without the default observers (logs and traces): same queries."""
+    """The same run with and without the default observers (logs, traces, metrics): same queries."""
 
     def two_steps():
         async def body(ctx):
@@ -143,7 +143,7 @@ def test_with_no_sdk_the_default_observers_cost_a_step_no_query(transactional_db
         return len(captured.captured_queries)
 
     defaults = conf.observers()
-    assert {type(o).__name__ for o in defaults} == {"ActivityLogObserver", "TracingObserver"}
+    assert {type(o).__name__ for o in defaults} == {"ActivityLogObserver", "TracingObserver", "MetricsObserver"}
     without = queries("a", [])
     assert without > 0
     assert queries("b", defaults) == without
