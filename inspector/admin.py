@@ -16,10 +16,10 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from workflows.core.durations import format_duration
 from workflows.models import AuditEntry, Run
 
 from . import access, actions, declarations, selectors
-from .timeline import format_duration
 
 
 class WorkflowFilter(admin.SimpleListFilter):

@@ -14,12 +14,12 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from workflows import Workflow
+from workflows.core.durations import format_duration
 from workflows.core.records import EntryStatus, RunStatus
 from workflows.models import Entry, Run
 
 from . import declarations
 from .declarations import RunLabels
-from .timeline import format_duration
 
 STATS_WINDOW = dt.timedelta(hours=1)
 STATS_ROW_CAP = 20_000  # rows read for the percentiles of one window

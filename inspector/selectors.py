@@ -15,12 +15,13 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from workflows import selectors as workflow_reads
+from workflows.core.durations import format_duration
 from workflows.core.records import RunStatus
 from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run
 
 from .declarations import RunLabels, run_labels
 from .masking import mask
-from .timeline import AttemptSpan, EntrySpan, Timeline, build_timeline, format_duration
+from .timeline import AttemptSpan, EntrySpan, Timeline, build_timeline
 
 EVENTS_ON_PAGE = 200  # the run page shows the latest events; the WebSocket has them all
 MESSAGES_ON_PAGE = 200

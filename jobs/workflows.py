@@ -24,6 +24,7 @@ from jobs import prompts
 from jobs.schemas import InvoiceOrder, JobStart
 from jobs.services import cms, crm, http, model
 from workflows import CriticalError, event, queue, setup, workflow
+from workflows.core.durations import format_duration
 from workflows.engine.definition import OPERATOR
 
 STAGES = (
@@ -165,8 +166,7 @@ def on_error(c, event) -> None:
         info = event.step
         reason = info.error.get("message") or info.error.get("name")
         if info.will_retry:
-            delay_ms = round((info.retry_delay or 0) * 1000)
-            detail = f"{info.step_name} failed ({reason}), retrying in {delay_ms}ms"
+            detail = f"{info.step_name} failed ({reason}), retrying in {format_duration(info.retry_delay or 0)}"
             c.broadcast("progress", {"stage": stage_of(info.step_name), "detail": detail})
         else:
             why = "no retry left" if info.remaining_retries == 0 else "not retried"

@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from ..timeline import format_duration
+from workflows.core.durations import format_duration
 
 register = template.Library()
 
