@@ -19,7 +19,7 @@ from django.utils.safestring import mark_safe
 from workflows.core.durations import format_duration
 from workflows.models import AuditEntry, Run
 
-from . import access, actions, declarations, selectors
+from . import access, actions, decisions, declarations, selectors
 
 
 class WorkflowFilter(admin.SimpleListFilter):
@@ -200,6 +200,11 @@ class RunAdmin(admin.ModelAdmin):
                 "<str:run_id>/send/",
                 wrap(lambda r, run_id: actions.send_view(self, r, run_id)),
                 name="workflows_run_send",
+            ),
+            path(
+                "<str:run_id>/decide/<str:queue>/",
+                wrap(lambda r, run_id, queue: decisions.decide_view(self, r, run_id, queue)),
+                name="workflows_run_decide",
             ),
             *super().get_urls(),
         ]

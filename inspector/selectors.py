@@ -16,10 +16,10 @@ from django.utils import timezone
 
 from workflows import selectors as workflow_reads
 from workflows.core.durations import format_duration
-from workflows.core.records import RunStatus
+from workflows.core.records import TERMINAL, EntryStatus, RunStatus
 from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run
 
-from .declarations import RunLabels, run_labels
+from .declarations import RunLabels, decision_queues, definition, run_labels
 from .masking import mask
 from .timeline import AttemptSpan, EntrySpan, Timeline, build_timeline
 
@@ -185,6 +185,8 @@ class RunPage:
     usage_total: dict[str, int]
     queued: str  # from creation to the first claim
     attempt_total: int
+    live: bool  # the run can still change by itself (not completed, failed or cancelled)
+    decisions: dict[str, list[str]]  # decision queue -> its choices, for the queues it waits on now
 
 
 def _entry_order(entry: Entry) -> tuple:
@@ -337,7 +339,22 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
         usage_total=dict(usage_total),
         queued=format_duration((run.started_at - run.created_at).total_seconds()) if run.started_at else "—",
         attempt_total=sum(view.entry.attempts for view in steps),
+        live=run.status not in TERMINAL,
+        decisions=open_decisions(run, entries),
     )
+
+
+def open_decisions(run: Run, entries: list[Entry]) -> dict[str, list[str]]:
+    """The decision queues (`queue(..., choices=...)`) the run's open queue waits listen to."""
+    if run.status in TERMINAL:
+        return {}
+    declared = decision_queues(definition(run.workflow, run.version))
+    found: dict[str, list[str]] = {}
+    for e in entries:
+        if e.kind == Entry.Kind.QUEUE and e.status == EntryStatus.WAITING and not e.superseded:
+            listens = (e.input or {}).get("queues") or list(declared)  # none named: every queue
+            found.update({q: declared[q] for q in listens if q in declared})
+    return found
 
 
 def current_entry(run_id: str, entry_id: int) -> Entry | None:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from workflows.core.durations import format_duration
 
-__all__ = ["AttemptSpan", "EntrySpan", "Gap", "Row", "Segment", "Timeline", "build_timeline", "format_duration"]
+__all__ = ["AttemptSpan", "EntrySpan", "Gap", "Row", "Segment", "Timeline", "build_timeline"]
+__all__ += ["format_duration"]  # re-exported: the one helper, from workflows.core.durations
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +87,6 @@ class Timeline:
     rows: list[Row]
     ticks: list[tuple[float, str]]  # (percent, time since the start)
     gaps: list[Gap] = field(default_factory=list)
-
 
 
 MIN_WIDTH = 0.4  # percent: an instant still shows as a sliver

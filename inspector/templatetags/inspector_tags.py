@@ -101,3 +101,9 @@ def percent(value: float | None) -> str:
 def jtree(value: Any, *path: Any) -> SafeString:
     """`{% jtree step.input "in" entry.id %}`: json_tree with a path made of several parts."""
     return json_tree(value, "-".join(str(p) for p in path) or "json")
+
+
+@register.filter
+def is_text(value: Any) -> bool:
+    """Whether a recorded value is a string (shown as text rather than as a JSON tree)."""
+    return isinstance(value, str)

@@ -152,7 +152,8 @@ def test_a_day_long_wait_is_compressed_behind_a_break_that_names_its_length():
         ("ok", round(3 * scale, 3), round(3 * scale, 3)),
     ]
     (bar,) = wait.segments
-    assert (bar.kind, bar.left, bar.width) == ("wait", round(6 * scale, 3), GAP_WIDTH)  # drawn through the break
+    # The wait is drawn through the break.
+    assert (bar.kind, bar.left, bar.width) == ("wait", round(6 * scale, 3), GAP_WIDTH)
     assert bar.title == "waiting for a message: 1 d"
     (ok,) = publish.segments
     assert (ok.left, round(ok.left + ok.width, 3)) == (round(6 * scale + GAP_WIDTH, 3), 100.0)
