@@ -80,7 +80,10 @@ def _refused(
             reason=_storable(request.POST.get("why", "").strip(), 2000),
             details={"permission": PERMISSIONS[action], **attempt},
         )
-    return permission_denied(request, PermissionDenied())
+    needs = PERMISSIONS[action] if model_admin.has_view_permission(request) else "workflows.view_run"
+    what = "This action" if needs == PERMISSIONS[action] else "Reading runs"
+    recorded = " Your attempt is recorded in the run's audit log." if request.method == "POST" and run else ""
+    return permission_denied(request, PermissionDenied(f"{what} needs the permission {needs}.{recorded}"))
 
 
 def _run(run_id: str) -> Run:

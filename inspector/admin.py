@@ -214,7 +214,7 @@ class RunAdmin(admin.ModelAdmin):
 
     def _page_context(self, request, run_id: str) -> dict:
         if not self.has_view_permission(request):
-            raise PermissionDenied
+            raise PermissionDenied(access.VIEW_REFUSAL)
         page = selectors.run_page(run_id)
         if page is None:
             raise Http404("no such run")
