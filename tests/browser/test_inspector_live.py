@@ -25,7 +25,10 @@ def inspect_url(run_id: str) -> str:
 
 
 def expect_status(page, value: str) -> None:
-    expect(page.locator("#run-live [data-run-status]")).to_have_attribute("data-run-status", value)
+    # A runner process starting on a loaded 2-core machine can take longer than expect's 5 s.
+    expect(page.locator("#run-live [data-run-status]")).to_have_attribute(
+        "data-run-status", value, timeout=30_000
+    )
 
 
 def test_the_timeline_updates_live_while_the_runner_works(page, processes):
