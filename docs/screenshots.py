@@ -12,7 +12,7 @@ good, so the job fails). Then, in headless Chromium (Playwright driving /usr/bin
 - docs/dashboard.png is the operator dashboard, docs/inspector.png the replayed job's run page.
 
 Nothing is mocked: the jobs go through `POST /jobs`, the runner and the demo services over HTTP.
-It takes about half a minute. `tests/docs/test_screenshots.py` runs it into a temp dir.
+It takes under a minute (no test runs it: too slow for the suite; it fails loudly when a page changes).
 """
 
 from __future__ import annotations

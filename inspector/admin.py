@@ -229,6 +229,7 @@ class RunAdmin(admin.ModelAdmin):
             "run": page.run,
             "can": {name: actions.allowed(request, name) for name in actions.PERMISSIONS},
             "fragment_url": reverse("admin:workflows_run_fragment", args=[page.run.id]),
+            "is_nav_sidebar_enabled": False,  # the timeline needs the width
         }
 
     def inspect_view(self, request, run_id):
