@@ -8,9 +8,6 @@ example database. A failure prints the request that reproduces it (a curl comman
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
@@ -24,8 +21,12 @@ from workflows.api_auth import create_api_key
 
 MAX_EXAMPLES = 15  # per operation and generation mode: about 15 s of CPU for the whole schema
 
-# Hypothesis caches what it learns of the code; not in the tree (no example database either).
-set_hypothesis_home_dir(str(Path(tempfile.gettempdir()) / "durable-workflows-hypothesis"))
+
+@pytest.fixture(scope="module", autouse=True)
+def _hypothesis_home(tmp_path_factory):
+    """Hypothesis caches what it learns of the code: in pytest's temp dir (pruned by pytest), never
+    in the tree or in a /tmp directory the suite would leave behind (no example database either)."""
+    set_hypothesis_home_dir(str(tmp_path_factory.mktemp("hypothesis")))
 
 
 @pytest.fixture
