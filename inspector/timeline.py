@@ -149,8 +149,9 @@ class _Axis:
         ]
 
     def ticks(self) -> list[tuple[float, str]]:
-        """Nice round times on the linear stretches, each labelled with the time since the start;
-        a stretch after a gap starts with a tick of its own."""
+        """Nice round times on the linear stretches, labelled with the time since the start; a
+        stretch after a gap starts with a tick of its own (its time since the start), and its
+        other ticks count from there ("+20 s"): "1 d" five times over would say nothing."""
         if self.linear_total <= 0:
             return [(0.0, "0")]
         step = _nice_step(self.linear_total)
@@ -166,7 +167,8 @@ class _Axis:
                 if after_gap and k == 0 and ticks and left - ticks[-1][0] < TICK_SPACING:
                     ticks.pop()  # where the stretch after a break begins matters more
                 if not ticks or left - ticks[-1][0] >= TICK_SPACING:
-                    ticks.append((left, "0" if t == 0 else format_duration(t)))
+                    label = format_duration(t) if piece.a == 0 or k == 0 else f"+{format_duration(k * step)}"
+                    ticks.append((left, "0" if t == 0 else label))
                 k += 1
             after_gap = False
         return ticks

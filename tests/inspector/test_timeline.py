@@ -160,6 +160,7 @@ def test_a_day_long_wait_is_compressed_behind_a_break_that_names_its_length():
     # The axis: times since the start, the stretch after the break starting with its own tick.
     assert timeline.ticks[0] == (0.0, "0")
     assert (round(6 * scale + GAP_WIDTH, 3), "1 d") in timeline.ticks
+    assert [label for _, label in timeline.ticks if label.startswith("+")] == ["+2 s", "+4 s"]
 
 
 def test_a_replay_a_week_after_the_failure__the_idle_week_is_one_break():
