@@ -302,7 +302,7 @@ def choice_url(run_id: str, queue: str, choice: str) -> str:
     """The decision form (inspector.decisions) of a queue declaring `choice` (`queue(...,
     choices=...)`), that choice picked out: what the dashboard's decision buttons open."""
     url = reverse("admin:workflows_run_decide", args=[run_id, queue])
-    return f"{url}?{urlencode({'choice': choice})}"
+    return f"{url}?{urlencode({'choice': choice})}" if choice else url
 
 
 def _prefill(request: HttpRequest, run: Run) -> tuple[dict[str, Any], str | None]:

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlencode
 
 from django.http import Http404, HttpRequest, HttpResponse
-from django.urls import reverse
 
 from workflows import conf, operations
 from workflows.core.exceptions import WorkflowError
@@ -26,12 +24,6 @@ from . import actions, declarations
 from .actions import Change
 from .forms import DecisionForm, refusal_text
 from .masking import mask
-
-
-def decide_url(run_id: str, queue: str, choice: str | None = None) -> str:
-    """The decision form for `queue`, with `choice` picked out when given (the dashboard's buttons)."""
-    url = reverse("admin:workflows_run_decide", args=[run_id, queue])
-    return f"{url}?{urlencode({'choice': choice})}" if choice else url
 
 
 def _body(spec: Any, choice: str, operator: str, note: str) -> Any:
@@ -55,7 +47,7 @@ def decide_view(model_admin: Any, request: HttpRequest, run_id: str, queue: str)
     if spec is None:
         raise Http404(f"“{queue}” is not a decision queue of the workflow “{run.workflow}”")
     operator = actions._actor(request)
-    picked = request.POST.get("choice") or request.GET.get("choice")
+    picked = request.POST.get("choice") or request.GET.get("choice") or None
     form = DecisionForm(request.POST or None, choices=list(spec.choices), takes_note=spec.note is not None)
     error = None
     blocked = run.status in TERMINAL

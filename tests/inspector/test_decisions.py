@@ -192,6 +192,9 @@ def test_the_run_page_offers_the_decision_and_the_generic_send_keeps_the_other_q
     # An older link to the send page prefilled with a choice opens the decision form instead.
     old = client.get(send, {"queue": "approval", "choice": "Approve"})
     assert old.status_code == 302 and old["Location"] == decide_url(run) + "?choice=Approve"
+    bare = client.get(send, {"queue": "approval"})
+    assert bare.status_code == 302 and bare["Location"] == decide_url(run)
+    assert "data-action-error" not in client.get(bare["Location"]).content.decode()
     # Posting to the send page for a decision queue is refused as an unknown choice of queue.
     client.post(
         send,
