@@ -8,6 +8,10 @@ example database. A failure prints the request that reproduces it (a curl comman
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
+
 import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
@@ -21,12 +25,11 @@ from workflows.api_auth import create_api_key
 
 MAX_EXAMPLES = 15  # per operation and generation mode: about 15 s of CPU for the whole schema
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _hypothesis_home(tmp_path_factory):
-    """Hypothesis caches what it learns of the code: in pytest's temp dir (pruned by pytest), never
-    in the tree or in a /tmp directory the suite would leave behind (no example database either)."""
-    set_hypothesis_home_dir(str(tmp_path_factory.mktemp("hypothesis")))
+# Hypothesis caches what it learns of the code (from collection on, so set at import): in a temp
+# directory removed when the test process ends, never in the tree (`.hypothesis/`) nor left in /tmp.
+_HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="wf-hypothesis-")
+atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, ignore_errors=True)
+set_hypothesis_home_dir(_HYPOTHESIS_HOME)
 
 
 @pytest.fixture
