@@ -4,6 +4,9 @@ PY := .venv/bin/python
 # The import-linter contracts in pyproject.toml (the engine's layers); no cache left in the tree.
 LINT_IMPORTS := .venv/bin/lint-imports --no-cache --no-logo
 STAMP := .venv/.installed
+# `make demo PORT=8010 DEMO_PORT=8011`: the web server's and the offline demo services' ports.
+PORT ?= 8000
+DEMO_PORT ?= 8001
 
 .PHONY: demo test lint typecheck bench install
 
@@ -15,7 +18,7 @@ $(STAMP): requirements.txt
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) manage.py quickstart
+	$(PY) manage.py quickstart --via-make --port $(PORT) --demo-port $(DEMO_PORT)
 
 test: $(STAMP)
 	$(PY) -m ruff check .

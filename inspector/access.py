@@ -35,6 +35,11 @@ from django.http import HttpRequest, HttpResponse
 from workflows import conf
 
 VIEW_PERMISSIONS = ("workflows.view_run", "workflows.change_run")
+# What the 403 page says to staff who may not read runs.
+VIEW_REFUSAL = (
+    "Reading runs (the run inspector and the operator dashboard) needs an active staff account with "
+    "the permission “workflows | run | Can view run” (workflows.view_run)."
+)
 STREAM_MODES = ("token", "session", "open")
 TOKEN_SALT = "inspector.run-stream"  # tokens of this kind only: no other signed value passes
 
@@ -57,7 +62,7 @@ def view_runs_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpR
     @wraps(view)
     def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not can_view_runs(request.user):
-            raise PermissionDenied
+            raise PermissionDenied(VIEW_REFUSAL)
         return view(request, *args, **kwargs)
 
     return staff_member_required(checked)

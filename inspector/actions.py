@@ -27,7 +27,7 @@ from workflows.core.records import TERMINAL, AuditAction, EntryStatus, RunStatus
 from workflows.models import Entry, Run
 
 from . import declarations, live, selectors
-from .forms import ReplayForm, SendForm, WhyForm
+from .forms import ReplayForm, SendForm, WhyForm, refusal_text
 from .masking import mask, unmask
 
 PERMISSIONS = {
@@ -80,7 +80,10 @@ def _refused(
             reason=_storable(request.POST.get("why", "").strip(), 2000),
             details={"permission": PERMISSIONS[action], **attempt},
         )
-    return permission_denied(request, PermissionDenied())
+    needs = PERMISSIONS[action] if model_admin.has_view_permission(request) else "workflows.view_run"
+    what = "This action" if needs == PERMISSIONS[action] else "Reading runs"
+    recorded = " Your attempt is recorded in the run's audit log." if request.method == "POST" and run else ""
+    return permission_denied(request, PermissionDenied(f"{what} needs the permission {needs}.{recorded}"))
 
 
 def _run(run_id: str) -> Run:
@@ -276,10 +279,13 @@ def cancel_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
 
 
 def _queues(run: Run) -> list[str]:
+    """The queues the generic send offers: all but the decision queues, which have their form."""
     try:
-        return sorted(conf.registry().get(run.workflow).queues)
+        queues = conf.registry().get(run.workflow).queues
     except WorkflowError:
         return []
+    decided = declarations.decision_queues(declarations.definition(run.workflow, run.version))
+    return sorted(q for q in queues if q not in decided)
 
 
 def _waiting_on(run: Run) -> list[str] | None:
@@ -293,10 +299,10 @@ def _waiting_on(run: Run) -> list[str] | None:
 
 
 def choice_url(run_id: str, queue: str, choice: str) -> str:
-    """The send page prefilled with a choice `queue` declares (`queue(..., choices=...)`): what the
-    dashboard's decision buttons open."""
-    url = reverse("admin:workflows_run_send", args=[run_id])
-    return f"{url}?{urlencode({'queue': queue, 'choice': choice})}"
+    """The decision form (inspector.decisions) of a queue declaring `choice` (`queue(...,
+    choices=...)`), that choice picked out: what the dashboard's decision buttons open."""
+    url = reverse("admin:workflows_run_decide", args=[run_id, queue])
+    return f"{url}?{urlencode({'choice': choice})}" if choice else url
 
 
 def _prefill(request: HttpRequest, run: Run) -> tuple[dict[str, Any], str | None]:
@@ -330,13 +336,22 @@ def send_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
     if refused := _refused(model_admin, request, "send", run_id, queue=queue):
         return refused
     run = _run(run_id)
+    decided = declarations.decision_queues(declarations.definition(run.workflow, run.version))
+    if request.GET.get("queue") in decided:  # an older link: decisions have their own form
+        return HttpResponseRedirect(
+            choice_url(str(run.id), request.GET["queue"], request.GET.get("choice", ""))
+        )
     queues = _queues(run)
     prefill, error = _prefill(request, run)
     form = SendForm(request.POST or None, queues=queues, initial=prefill)
     preview = None
     terminal = run.status in TERMINAL
     if not queues:
-        error = f"The workflow “{run.workflow}” is not in this server's registries, or has no queues."
+        error = (
+            f"The workflow “{run.workflow}” is not in this server's registries, or has no queues."
+            if not decided
+            else "Every queue of this run is a decision queue: decide with its form."
+        )
     elif terminal:
         error = f"The run is {run.status}: it takes no more messages."
     elif request.method == "POST" and form.is_valid():
@@ -357,7 +372,7 @@ def send_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
                 return _done(request, run, f"Message {message_id} sent to “{queue}”.")
             preview = {"queue": queue, "body": mask(body)}
         except WorkflowError as exc:
-            error = str(exc)
+            error = refusal_text(exc)
     changes = []
     if preview is not None:
         waiting = _waiting_on(run)

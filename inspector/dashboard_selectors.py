@@ -1,6 +1,12 @@
 """The operator dashboard's reads: the last hour's figures (status counts, throughput, failure
 rate, step durations), how far behind the runners are (backlog, schedule-to-start) and the runs awaiting an operator's decision on a queue their workflow
 declares with `choices`. The runs list itself comes from `selectors` (the consumers share it).
+
+Failures are counted where they happened, not only where they ended: a run that failed and was
+then repaired (an operator replayed it; its failed step stays as superseded history) counts as a
+failure of the hour it failed in, even though its status now says completed, and every failed
+attempt counts, retried or not. A dashboard that forgot a failure once it was repaired would hide
+exactly the trouble an operator needs to see.
 """
 
 from __future__ import annotations
@@ -15,12 +21,12 @@ from django.utils import timezone
 
 from workflows import Workflow, conf
 from workflows import backlog as telemetry_backlog
+from workflows.core.durations import format_duration
 from workflows.core.records import EntryStatus, RunStatus
-from workflows.models import Entry, Run
+from workflows.models import Attempt, Entry, Run
 
 from . import declarations
 from .declarations import RunLabels
-from .timeline import format_duration
 
 STATS_WINDOW = dt.timedelta(hours=1)
 STATS_ROW_CAP = 20_000  # rows read for the percentiles of one window
@@ -47,9 +53,12 @@ class DashboardStats:
     started_last_hour: int
     finished_last_hour: int
     completed_last_hour: int
-    failed_last_hour: int
+    failed_last_hour: int  # runs that failed in the last hour, repaired since or not
+    repaired_last_hour: int  # of those, the ones no longer failed (replayed)
     cancelled_last_hour: int
     failure_rate: float | None  # failed / (completed + failed), last hour
+    attempts_last_hour: int  # step attempts that ended in the last hour
+    failed_attempts_last_hour: int  # of those, the ones that did not succeed (error, timeout, lost...)
     throughput_per_minute: float
     buckets: list[dict[str, Any]]  # per 5 minutes of the last hour: completed, failed
     step_stats: list[StepStat]
@@ -73,22 +82,46 @@ def dashboard_stats(now: dt.datetime | None = None) -> DashboardStats:
     finished = list(
         Run.objects.filter(finished_at__gte=since, finished_at__lte=now)
         .order_by()
-        .values_list("status", "finished_at")[:STATS_ROW_CAP]
+        .values_list("id", "status", "finished_at")[:STATS_ROW_CAP]
     )
     by_status: dict[str, int] = defaultdict(int)
     bucket_count = 12
     buckets = [{"completed": 0, "failed": 0, "cancelled": 0} for _ in range(bucket_count)]
-    for status, finished_at in finished:
+    for _, status, finished_at in finished:
         by_status[status] += 1
         index = int((finished_at - since).total_seconds() // (STATS_WINDOW.total_seconds() / bucket_count))
         if 0 <= index < bucket_count and status in buckets[index]:
             buckets[index][status] += 1
+    # Runs whose step failed for good in the window and were replayed since: the failed record is
+    # kept, superseded. Those that failed again are already counted by their status.
+    failed_now = {run_id for run_id, status, _ in finished if status == RunStatus.FAILED}
+    repaired: dict[Any, dt.datetime] = {}
+    for run_id, failed_at in (
+        Entry.objects.filter(
+            superseded=True, status=EntryStatus.FAILED, finished_at__gte=since, finished_at__lte=now
+        )
+        .order_by()
+        .values_list("run_id", "finished_at")[:STATS_ROW_CAP]
+    ):
+        if run_id not in failed_now:
+            repaired[run_id] = min(failed_at, repaired.get(run_id, failed_at))
+    for failed_at in repaired.values():
+        index = int((failed_at - since).total_seconds() // (STATS_WINDOW.total_seconds() / bucket_count))
+        if 0 <= index < bucket_count:
+            buckets[index]["failed"] += 1
     peak = max([b["completed"] + b["failed"] + b["cancelled"] for b in buckets] + [1])
     for i, b in enumerate(buckets):
         b["height"] = round((b["completed"] + b["failed"] + b["cancelled"]) / peak * 100, 1)
         b["failed_height"] = round(b["failed"] / peak * 100, 1)
         b["label"] = (since + i * STATS_WINDOW / bucket_count).strftime("%H:%M")
-    completed, failed = by_status[RunStatus.COMPLETED], by_status[RunStatus.FAILED]
+    # A repaired run that completed since counts once: as a failure.
+    completed = sum(
+        1 for run_id, status, _ in finished if status == RunStatus.COMPLETED and run_id not in repaired
+    )
+    failed = len(failed_now) + len(repaired)
+    attempt_counts = Attempt.objects.filter(finished_at__gte=since, finished_at__lte=now).aggregate(
+        total=Count("id"), failed=Count("id", filter=~Q(outcome="ok"))
+    )
 
     durations: dict[tuple[str, str], list[float]] = defaultdict(list)
     retried: dict[tuple[str, str], int] = defaultdict(int)
@@ -128,8 +161,11 @@ def dashboard_stats(now: dt.datetime | None = None) -> DashboardStats:
         finished_last_hour=len(finished),
         completed_last_hour=completed,
         failed_last_hour=failed,
+        repaired_last_hour=len(repaired),
         cancelled_last_hour=by_status[RunStatus.CANCELLED],
         failure_rate=(failed / (completed + failed)) if completed + failed else None,
+        attempts_last_hour=attempt_counts["total"],
+        failed_attempts_last_hour=attempt_counts["failed"],
         throughput_per_minute=len(finished) / (STATS_WINDOW.total_seconds() / 60),
         buckets=buckets,
         step_stats=step_stats,

@@ -1,6 +1,6 @@
 """What a workflow declares for the inspector, read through the configured registry: the state keys
 that label its runs (`workflow(..., labels=...)`) and its decision queues (`queue(...,
-choices=...)`). The inspector knows workflows only through these: a run whose workflow is not in
+choices=..., note=..., shows=...)`). The inspector knows workflows only through these: a run whose workflow is not in
 this server's registries shows without labels and without decision buttons.
 """
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from workflows import Workflow, conf
 from workflows.core.exceptions import WorkflowError
+from workflows.engine.definition import QueueSpec
 
 from .masking import mask
 
@@ -78,6 +79,23 @@ def decision_queues(definition: Workflow | None) -> dict[str, list[str]]:
     if definition is None:
         return {}
     return {name: list(spec.choices) for name, spec in definition.queues.items() if spec.choices}
+
+
+def decision_spec(definition: Workflow | None, queue: str) -> QueueSpec | None:
+    """The declaration of `queue` when it is a decision queue of the definition, else None."""
+    spec = definition.queues.get(queue) if definition is not None else None
+    return spec if spec is not None and spec.choices else None
+
+
+def reviewed(definition: Workflow | None, queue: str, state: Any) -> list[tuple[str, Any]]:
+    """What the operator deciding on `queue` reviews first: the state keys its `shows` names,
+    masked, in order (a missing key shows as None)."""
+    spec = decision_spec(definition, queue)
+    if spec is None or not spec.shows:
+        return []
+    state = state if isinstance(state, dict) else {}
+    shown = mask({key: state.get(key) for key in spec.shows})
+    return [(key, shown[key]) for key in spec.shows]
 
 
 def choice_body(definition: Workflow | None, queue: str, choice: str, operator: str) -> Any:

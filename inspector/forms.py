@@ -1,12 +1,16 @@
-"""The operators' forms: every action asks why; replay may edit the step's input; send takes a body."""
+"""The operators' forms: every action asks why; replay may edit the step's input; send takes a body;
+a decision takes one of the declared choices and a note. What the engine refuses reads as a
+sentence (`refusal_text`), never as a Python repr."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django import forms
 
 from workflows.api_parser import JsonTooDeep, parse_json
+from workflows.core.exceptions import InvalidMessage, WorkflowError
 
 WHY_HELP = "Written to the audit log with your user name."
 
@@ -60,3 +64,57 @@ class SendForm(WhyForm):
     def __init__(self, *args, queues: list[str], **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["queue"].choices = [(q, q) for q in queues]
+
+
+NOTE_CHARS = 20_000  # what the form takes at most; the queue's schema may allow less
+
+
+class DecisionForm(forms.Form):
+    """One of a decision queue's declared choices (the button pressed) and, when the queue takes
+    one, a note. Who decides is never a field: it is the signed-in operator."""
+
+    choice = forms.ChoiceField(
+        error_messages={
+            "required": "Choose one of the buttons.",
+            "invalid_choice": "“%(value)s” is not one of the choices.",
+        }
+    )
+    note = forms.CharField(
+        required=False,
+        max_length=NOTE_CHARS,
+        label="Note",
+        help_text="Sent with your decision and written to the audit log with your user name.",
+        widget=forms.Textarea(
+            attrs={"rows": 3, "cols": 80, "placeholder": "e.g. checked the figures with finance"}
+        ),
+    )
+
+    def __init__(self, *args: Any, choices: list[str], takes_note: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["choice"].choices = [(c, c) for c in choices]
+        if not takes_note:
+            del self.fields["note"]
+
+    def clean_note(self) -> str:
+        return self.cleaned_data["note"].strip()
+
+
+def _location(loc: Any) -> str:
+    parts = [str(p) for p in (loc or ()) if p not in ("body", "__root__")]
+    return ".".join(parts)
+
+
+def refusal_text(exc: WorkflowError) -> str:
+    """What the engine refused, as a sentence: a message its queue's schema rejects lists each
+    field and what is wrong with it ("note: String should have at most 2000 characters")."""
+    if isinstance(exc, InvalidMessage):
+        detail = exc.detail
+        if isinstance(detail, list) and detail and all(isinstance(e, dict) for e in detail):
+            problems = []
+            for error in detail:
+                where = _location(error.get("loc"))
+                message = str(error.get("msg") or "is not valid")
+                problems.append(f"{where}: {message}" if where else message)
+            return f"The queue does not accept this message: {'; '.join(problems)}."
+        return f"The queue does not accept this message: {str(detail).rstrip('.')}."
+    return str(exc)

@@ -16,13 +16,14 @@ from django.utils import timezone
 
 from workflows import conf
 from workflows import selectors as workflow_reads
-from workflows.core.records import RunStatus
+from workflows.core.durations import format_duration
+from workflows.core.records import TERMINAL, EntryStatus, RunStatus
 from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run
 from workflows.telemetry.tracing import trace_id
 
-from .declarations import RunLabels, run_labels
+from .declarations import RunLabels, decision_queues, definition, run_labels
 from .masking import mask
-from .timeline import AttemptSpan, EntrySpan, Timeline, build_timeline, format_duration
+from .timeline import AttemptSpan, EntrySpan, Timeline, build_timeline
 
 EVENTS_ON_PAGE = 200  # the run page shows the latest events; the WebSocket has them all
 MESSAGES_ON_PAGE = 200
@@ -186,6 +187,8 @@ class RunPage:
     usage_total: dict[str, int]
     queued: str  # from creation to the first claim
     attempt_total: int
+    live: bool  # the run can still change by itself (not completed, failed or cancelled)
+    decisions: dict[str, list[str]]  # decision queue -> its choices, for the queues it waits on now
     parent: Run | None = None  # a child run's parent (ctx.child) ...
     children: list[Run] = field(default_factory=list)  # ... and a parent's children, oldest first
     trace_id: str | None = None  # of the request that started the run (tracing on)
@@ -350,6 +353,8 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
         children=list(Run.objects.filter(parent_id=run.id).order_by("created_at")[:CHILDREN_SHOWN]),
         **_trace(run),
         kept=workflow_reads.run_kept(run, max((a.created_at for a in audit), default=None)),
+        live=run.status not in TERMINAL,
+        decisions=open_decisions(run, entries),
     )
 
 
@@ -359,6 +364,19 @@ def _trace(run: Run) -> dict[str, str | None]:
     template = conf.get("TRACE_URL")
     url = template.replace("{trace_id}", tid) if tid and isinstance(template, str) else None
     return {"trace_id": tid, "trace_url": url}
+
+
+def open_decisions(run: Run, entries: list[Entry]) -> dict[str, list[str]]:
+    """The decision queues (`queue(..., choices=...)`) the run's open queue waits listen to."""
+    if run.status in TERMINAL:
+        return {}
+    declared = decision_queues(definition(run.workflow, run.version))
+    found: dict[str, list[str]] = {}
+    for e in entries:
+        if e.kind == Entry.Kind.QUEUE and e.status == EntryStatus.WAITING and not e.superseded:
+            listens = (e.input or {}).get("queues") or list(declared)  # none named: every queue
+            found.update({q: declared[q] for q in listens if q in declared})
+    return found
 
 
 def current_entry(run_id: str, entry_id: int) -> Entry | None:

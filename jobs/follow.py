@@ -14,7 +14,8 @@ from workflows.engine.client import RunHandle
 STAGE_ORDER = ("queued", "extracting", "enriching", "summarizing", "publishing", "published")
 BAR_WIDTH = 20
 POLL = 0.2  # seconds between looks for new events
-RETRY_RE = re.compile(r" failed \(.*\), retrying in \d+ms$")
+# as jobs.workflows.on_error says it, the delay written by workflows.core.durations.format_duration
+RETRY_RE = re.compile(r" failed \(.*\), retrying in \d[\d.]* (ms|s|min|h|d)( \d+ (s|min|h))?$")
 
 
 def progress_bar(stage: str) -> str:

@@ -24,6 +24,7 @@ from jobs import prompts
 from jobs.schemas import InvoiceOrder, JobStart
 from jobs.services import cms, crm, http, model
 from workflows import CriticalError, event, queue, setup, workflow
+from workflows.core.durations import format_duration
 from workflows.engine.definition import OPERATOR
 
 STAGES = (
@@ -167,8 +168,9 @@ def on_error(c, event) -> None:
         info = event.step
         reason = info.error.get("message") or info.error.get("name")
         if info.will_retry:
-            delay_ms = round((info.retry_delay or 0) * 1000)
-            detail = f"{info.step_name} failed ({reason}), retrying in {delay_ms}ms"
+            detail = (
+                f"{info.step_name} failed ({reason}), retrying in {format_duration(info.retry_delay or 0)}"
+            )
             c.broadcast("progress", {"stage": stage_of(info.step_name), "detail": detail})
         else:
             why = "no retry left" if info.remaining_retries == 0 else "not retried"
@@ -208,7 +210,7 @@ class Approval(BaseModel):
     note: str | None = Field(default=None, max_length=2000)
 
 
-# The dashboard's buttons for a brief awaiting review; the operator who clicks is `by`.
+# The decision form's buttons for a brief awaiting review; the operator who clicks is `by`.
 VERDICTS = {
     "Approve": {"decision": "approve", "by": OPERATOR},
     "Reject": {"decision": "reject", "by": OPERATOR},
@@ -255,7 +257,11 @@ def record_decision(step) -> dict[str, Any]:
 reviewed_brief = workflow(
     reviewed_brief_run,
     state=lambda: {**initial_state(), "escalated": False, "review": None},
-    queues={"start": queue(JobStart), "approval": queue(Approval, choices=VERDICTS)},
+    # The inspector's decision form: Approve / Reject with a note, below the brief being approved.
+    queues={
+        "start": queue(JobStart),
+        "approval": queue(Approval, choices=VERDICTS, note="note", shows=("title", "summary")),
+    },
     events={"progress": event(Progress)},
     actions={"status": lambda c: {"status": c.status, **c.state}},
     on_error=on_error,

@@ -18,6 +18,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_sessionfinish(session):
+    """The SQLite test database is a file (config/settings.py) that pytest-django deletes at the
+    end, but not its `-wal` / `-shm` companions, which SQLite removes only when the last connection
+    closes: a connection opened in an async test's context is never closed (see below). Remove
+    them once the database itself is gone, so a test run leaves nothing in var/."""
+    from django.conf import settings
+
+    if not settings.configured:
+        return
+    database = settings.DATABASES["default"]
+    if not database["ENGINE"].endswith("sqlite3"):
+        return
+    name = (database.get("TEST") or {}).get("NAME")
+    if not name or os.path.exists(name):
+        return
+    for suffix in ("-wal", "-shm", "-journal"):
+        try:
+            os.remove(f"{name}{suffix}")
+        except FileNotFoundError:
+            pass
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     """The test process connects without a pool (DATABASE_POOL): the connections its async tests

@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from ..timeline import format_duration
+from workflows.core.durations import format_duration
 
 register = template.Library()
 
@@ -101,3 +101,9 @@ def percent(value: float | None) -> str:
 def jtree(value: Any, *path: Any) -> SafeString:
     """`{% jtree step.input "in" entry.id %}`: json_tree with a path made of several parts."""
     return json_tree(value, "-".join(str(p) for p in path) or "json")
+
+
+@register.filter
+def is_text(value: Any) -> bool:
+    """Whether a recorded value is a string (shown as text rather than as a JSON tree)."""
+    return isinstance(value, str)

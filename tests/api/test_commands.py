@@ -85,7 +85,7 @@ def test_show__prints_steps_and_attempts(db, registry):
 
     assert f"run {run_id}: flaky" in out and "status completed" in out
     assert "step fetch: completed" in out
-    assert "attempt 1: error" in out and "RuntimeError: upstream said 503" in out and "(next in 60s)" in out
+    assert "attempt 1: error" in out and "RuntimeError: upstream said 503" in out and "(next in 1 min)" in out
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,9 @@ example database. A failure prints the request that reproduces it (a curl comman
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
-from pathlib import Path
 
 import pytest
 import schemathesis
@@ -24,8 +25,11 @@ from workflows.api_auth import create_api_key
 
 MAX_EXAMPLES = 15  # per operation and generation mode: about 15 s of CPU for the whole schema
 
-# Hypothesis caches what it learns of the code; not in the tree (no example database either).
-set_hypothesis_home_dir(str(Path(tempfile.gettempdir()) / "durable-workflows-hypothesis"))
+# Hypothesis caches what it learns of the code (from collection on, so set at import): in a temp
+# directory removed when the test process ends, never in the tree (`.hypothesis/`) nor left in /tmp.
+_HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="wf-hypothesis-")
+atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, ignore_errors=True)
+set_hypothesis_home_dir(_HYPOTHESIS_HOME)
 
 
 @pytest.fixture

@@ -126,20 +126,18 @@ def test_dashboard__a_decision_queue_lists_its_runs_with_their_labels_and_one_bu
         ("verdict", "Refuse", "Refuse"),
     ]
 
-    # Pay opens the audited send, prefilled with the template and the operator as `approver`.
+    # Pay opens the decision form, Pay picked out, showing the body it sends (the operator as
+    # `approver`); the queue declares no note, so the audit reason names the choice.
     pay = html.unescape(buttons[0][2])
     form = admin_client.get(pay)
-    assert form.context["form"].initial["queue"] == "verdict"
-    assert json.loads(form.context["form"].initial["body"]) == {"pay": True, "approver": "admin"}
-    assert "data-prefilled-choice" in form.content.decode()
+    assert [b["choice"] for b in form.context["buttons"] if b["picked"]] == ["Pay"]
+    assert json.loads(form.context["buttons"][0]["body"]) == {"pay": True, "approver": "admin"}
+    assert 'name="note"' not in form.content.decode()
     assert not Message.objects.filter(queue="verdict").exists()  # nothing sent by opening it
-    body = form.context["form"].initial["body"]
-    sent = admin_client.post(
-        pay, {"queue": "verdict", "body": body, "why": "receipt checked", "confirmed": "1"}
-    )
+    sent = admin_client.post(pay, {"choice": "Pay"})
     assert sent.status_code == 302
     audit = AuditEntry.objects.get(run=claimed)
-    assert (audit.action, audit.actor, audit.reason) == ("send", "admin", "receipt checked")
+    assert (audit.action, audit.actor, audit.reason) == ("send", "admin", "Pay (decision form)")
     run_until_idle(flows.registry)
     done = Run.objects.get(id=claimed.id)
     assert done.status == "completed" and done.result == {"pay": True, "approver": "admin"}
@@ -158,13 +156,13 @@ def test_dashboard__workflows_declaring_nothing_show_no_buttons_and_no_labels(ad
 
 
 @pytest.mark.django_db
-def test_send__an_undeclared_choice_prefills_nothing_and_says_so(admin_client):
+def test_decide__an_undeclared_choice_picks_nothing_and_says_so(admin_client):
     run = expense("e-3")
     url = reverse("admin:workflows_run_send", args=[run.id])
-    response = admin_client.get(url, {"queue": "verdict", "choice": "Maybe"})
-    assert response.status_code == 200 and response.context["form"].initial["body"] is None
+    response = admin_client.get(url, {"queue": "verdict", "choice": "Maybe"}, follow=True)
+    assert response.status_code == 200 and not any(b["picked"] for b in response.context["buttons"])
     assert "“Maybe” is not a declared choice of the queue “verdict”" in response.content.decode()
-    # The plain send page offers the declared choices as prefills.
+    # The plain send page links the declared choices to the decision form.
     page = admin_client.get(url).content.decode()
     assert re.findall(r'data-queue="verdict" data-choice="(\w+)"', page) == ["Pay", "Refuse"]
     bare = reverse("admin:workflows_run_send", args=[waiting_approval("a-3").id])

@@ -1,11 +1,11 @@
 """The timeline: bars placed in percent of the run's span; retries, backoff and waits visible;
-still correct while the run goes on."""
+still correct while the run goes on; long idle stretches compressed behind a break marker."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from inspector.timeline import AttemptSpan, EntrySpan, build_timeline, format_duration
+from inspector.timeline import GAP_WIDTH, AttemptSpan, EntrySpan, build_timeline
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -50,7 +50,7 @@ def test_run_in_progress__drawn_up_to_now_with_its_pending_retry_and_wait():
         ("error", 0.0, 25.0),
         ("backoff", 25.0, 75.0),
     ]
-    assert row.note == "next attempt in 45.0 s"
+    assert row.note == "next attempt in 45 s"
 
     sleeping = [
         EntrySpan(
@@ -65,7 +65,7 @@ def test_run_in_progress__drawn_up_to_now_with_its_pending_retry_and_wait():
     ]
     (nap,) = build_timeline(sleeping, start=T0, end=None, now=at(30)).rows
     assert [(s.kind, s.left, s.width) for s in nap.segments] == [("wait", 0.0, 100.0)]
-    assert nap.note == "wakes in 1 m 00 s"
+    assert nap.note == "wakes in 1 min"
 
 
 def test_running_run__the_unrecorded_step_shows_as_running_since_the_last_record():
@@ -99,12 +99,6 @@ def test_an_instant_still_shows_and_stays_inside_the_track():
     assert segment.width > 0 and segment.left + segment.width <= 100.0
 
 
-def test_format_duration():
-    assert [format_duration(s) for s in (0.012, 4.2, 42.0, 184, 7500, 97200, None)] == [
-        "12 ms", "4.20 s", "42.0 s", "3 m 04 s", "2 h 05 m", "1 d 3 h", "—",
-    ]  # fmt: skip
-
-
 def test_a_slow_step_in_progress_shows_its_running_attempt_after_the_backoff():
     entries = [
         EntrySpan(id=1, name="extract", kind="step", status="running", started_at=at(0), finished_at=None,
@@ -129,7 +123,68 @@ def test_a_lost_attempt__drawn_as_lost_then_the_gap_until_the_next_attempt():
     (row,) = build_timeline(entries, start=T0, end=at(50), now=at(60)).rows
     assert [(s.kind, s.left, s.width) for s in row.segments] == [
         ("lost", 0.0, 60.0),
-        ("backoff", 60.0, 20.0),
+        ("lost", 60.0, 20.0),  # no backoff was scheduled: the time until a runner took over
         ("ok", 80.0, 20.0),
     ]
     assert "attempt 1: lost" in row.segments[0].title
+    assert row.segments[1].title == "lost after attempt 1: 10 s until the next attempt"
+    assert "backoff" not in " ".join(s.title for s in row.segments)
+
+
+def test_a_day_long_wait_is_compressed_behind_a_break_that_names_its_length():
+    entries = [
+        EntrySpan(id=1, name="draft", kind="step", status="completed", started_at=at(0), finished_at=at(6),
+                  attempts=[attempt(1, 0, 2, "error", delay=1), attempt(2, 3, 6, "ok")]),
+        EntrySpan(id=2, name="wait-approval", kind="queue", status="completed", started_at=at(6),
+                  finished_at=at(6 + 86400)),
+        EntrySpan(id=3, name="publish", kind="step", status="completed", started_at=at(86406),
+                  finished_at=at(86410), attempts=[attempt(1, 86406, 86410, "ok")]),
+    ]  # fmt: skip
+    timeline = build_timeline(entries, start=T0, end=at(86410), now=at(86410))
+    (gap,) = timeline.gaps
+    assert (gap.seconds, gap.label, gap.width) == (86400.0, "1 d", GAP_WIDTH)
+    draft, wait, publish = timeline.rows
+    # The 10 s of work share the rest of the track in proportion, as if the day had not passed.
+    scale = (100 - GAP_WIDTH) / 10
+    assert [(s.kind, s.left, s.width) for s in draft.segments] == [
+        ("error", 0.0, round(2 * scale, 3)),
+        ("backoff", round(2 * scale, 3), round(1 * scale, 3)),
+        ("ok", round(3 * scale, 3), round(3 * scale, 3)),
+    ]
+    (bar,) = wait.segments
+    # The wait is drawn through the break.
+    assert (bar.kind, bar.left, bar.width) == ("wait", round(6 * scale, 3), GAP_WIDTH)
+    assert bar.title == "waiting for a message: 1 d"
+    (ok,) = publish.segments
+    assert (ok.left, round(ok.left + ok.width, 3)) == (round(6 * scale + GAP_WIDTH, 3), 100.0)
+    # The axis: times since the start, the stretch after the break starting with its own tick.
+    assert timeline.ticks[0] == (0.0, "0")
+    assert (round(6 * scale + GAP_WIDTH, 3), "1 d") in timeline.ticks
+    assert [label for _, label in timeline.ticks if label.startswith("+")] == ["+2 s", "+4 s"]
+
+
+def test_a_replay_a_week_after_the_failure__the_idle_week_is_one_break():
+    entries = [
+        EntrySpan(id=1, name="charge", kind="step", status="failed", started_at=at(0), finished_at=at(1),
+                  superseded=True, attempts=[attempt(1, 0, 1, "critical")]),
+        EntrySpan(id=2, name="charge", kind="step", status="completed", started_at=at(604800),
+                  finished_at=at(604802), attempts=[attempt(1, 604800, 604802, "ok")]),
+    ]  # fmt: skip
+    timeline = build_timeline(entries, start=T0, end=at(604802), now=at(604802))
+    (gap,) = timeline.gaps
+    assert gap.label == "7 d" and gap.left == round((100 - GAP_WIDTH) / 3, 3)
+    old, new = timeline.rows
+    assert old.segments[0].width == round((100 - GAP_WIDTH) / 3, 3)
+    assert new.segments[0].width == round(2 * (100 - GAP_WIDTH) / 3, 3)
+
+
+def test_idle_time_comparable_to_the_work_is_drawn_to_scale():
+    """Short backoffs, or waits no longer than the work around them, are part of the story: no break."""
+    entries = [
+        EntrySpan(id=1, name="extract", kind="step", status="completed", started_at=at(0), finished_at=at(200),
+                  attempts=[attempt(1, 0, 60, "error", delay=90), attempt(2, 150, 200, "ok")]),
+    ]  # fmt: skip
+    timeline = build_timeline(entries, start=T0, end=at(200), now=at(200))
+    assert timeline.gaps == []
+    assert [s.kind for s in timeline.rows[0].segments] == ["error", "backoff", "ok"]
+    assert timeline.rows[0].segments[1].width == 45.0

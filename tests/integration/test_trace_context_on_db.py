@@ -143,7 +143,11 @@ def test_with_no_sdk_the_default_observers_cost_a_step_no_query(transactional_db
         return len(captured.captured_queries)
 
     defaults = conf.observers()
-    assert {type(o).__name__ for o in defaults} == {"ActivityLogObserver", "TracingObserver", "MetricsObserver"}
+    assert {type(o).__name__ for o in defaults} == {
+        "ActivityLogObserver",
+        "TracingObserver",
+        "MetricsObserver",
+    }
     without = queries("a", [])
     assert without > 0
     assert queries("b", defaults) == without

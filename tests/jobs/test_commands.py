@@ -53,8 +53,9 @@ def test_demoservices__refuses_a_bad_failure_script():
 def test_progress_line__stages_retries_and_failure():
     assert progress_line("enriching", "Acme Corp (1/3)").startswith("[########------------]  40%  enriching")
     assert progress_line("published", "http://x").startswith("[####################] 100%  published")
-    retry = "extract failed (model returned 429), retrying in 4000ms"
-    assert progress_line("extracting", retry) == f"  ! {retry}"
+    for delay in ("250 ms", "4 s", "4.5 s", "1 min 5 s", "2 h"):
+        retry = f"extract failed (model returned 429), retrying in {delay}"
+        assert progress_line("extracting", retry) == f"  ! {retry}"
     assert progress_line("failed", "extract failed (model returned 401: no), not retried") == (
         "  x FAILED: extract failed (model returned 401: no), not retried"
     )

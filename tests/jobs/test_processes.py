@@ -134,7 +134,7 @@ def test_jobs_submit_follow__prints_stages_retries_and_the_final_state(demo, sta
     text = out.getvalue()
     lines = text.splitlines()
     assert re.match(r"job [0-9a-f-]{36}  run [0-9a-f-]{36}$", lines[0])
-    assert "  ! extract failed (model returned 429), retrying in 1000ms" in lines
+    assert "  ! extract failed (model returned 429), retrying in 1 s" in lines
     stages = [m.group(1) for m in re.finditer(r"^\[[#-]+\]\s+\d+%  (\w+)", text, re.M)]
     assert stages == [
         "queued",

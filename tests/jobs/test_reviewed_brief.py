@@ -93,9 +93,9 @@ def run_entries(handle):
     return list(Entry.objects.filter(run_id=handle.run_id, superseded=False))
 
 
-def test_review__the_dashboard_offers_approve_and_reject_through_the_audited_send(demo, admin_client):
+def test_review__the_dashboard_offers_approve_and_reject_through_the_decision_form(demo, admin_client):
     """The buttons and the labels come from what reviewedBrief declares: its `approval` queue's
-    choices and `labels=("title", "stage")`."""
+    choices, note and shows (the brief), and `labels=("title", "stage")`."""
     import html
     import re
 
@@ -113,12 +113,12 @@ def test_review__the_dashboard_offers_approve_and_reject_through_the_audited_sen
 
     form = admin_client.get(approve).content.decode()
     assert "&quot;decision&quot;: &quot;approve&quot;" in form and "&quot;by&quot;: &quot;admin&quot;" in form
-    body = json.dumps({"decision": "approve", "by": "admin"})
-    sent = admin_client.post(
-        approve, {"queue": "approval", "body": body, "why": "brief checked", "confirmed": "1"}
-    )
+    summary = handle.info().state["summary"]
+    assert summary and html.escape(summary.splitlines()[0]) in form  # the brief being approved
+    sent = admin_client.post(approve, {"choice": "Approve", "note": "brief checked"})
     assert sent.status_code == 302
     audit = AuditEntry.objects.get(run_id=handle.run_id)
-    assert (audit.action, audit.reason) == ("send", "brief checked")
+    assert (audit.action, audit.actor, audit.reason) == ("send", "admin", "brief checked")
     run_until_idle(registry)
-    assert handle.info().state["review"]["by"] == "admin" and len(demo.posts) == 1
+    review = handle.info().state["review"]
+    assert review == {"decision": "approve", "by": "admin", "note": "brief checked"} and len(demo.posts) == 1

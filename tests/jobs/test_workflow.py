@@ -91,8 +91,8 @@ def test_job__429_then_503_on_extract_takes_three_attempts_and_still_one_post(de
     assert demo.calls["extract"] == 3
     assert len(demo.posts) == 1
     details = [detail for _, detail in progress(job_id)]
-    assert "extract failed (model returned 429), retrying in 4000ms" in details
-    assert "extract failed (model returned 503), retrying in 8000ms" in details
+    assert "extract failed (model returned 429), retrying in 4 s" in details
+    assert "extract failed (model returned 503), retrying in 8 s" in details
 
 
 def test_job__retry_after_from_the_model_sets_the_wait(demo):
@@ -101,7 +101,7 @@ def test_job__retry_after_from_the_model_sets_the_wait(demo):
     assert finish(job_id).status == "completed"
     first = Attempt.objects.filter(entry=steps(job_id)["extract"]).order_by("number").first()
     assert first.delay == 13.0
-    assert "extract failed (model returned 429), retrying in 13000ms" in [d for _, d in progress(job_id)]
+    assert "extract failed (model returned 429), retrying in 13 s" in [d for _, d in progress(job_id)]
 
 
 def test_job__401_fails_at_once_with_no_retry(demo):
@@ -144,7 +144,7 @@ def test_job__a_crm_500_retries_only_that_companys_step(demo):
     assert attempts(recorded["enrich-1"]) == ["error", "ok"]
     assert demo.calls["crm"] == 4
     assert demo.calls["extract"] == 1 and demo.calls["summarize"] == 1
-    assert "enrich-1 failed (CRM returned 500), retrying in 4000ms" in [d for _, d in progress(job_id)]
+    assert "enrich-1 failed (CRM returned 500), retrying in 4 s" in [d for _, d in progress(job_id)]
 
 
 def test_job__a_lost_cms_response_is_retried_without_a_second_post(demo):

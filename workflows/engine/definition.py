@@ -36,16 +36,26 @@ class QueueSpec:
     """A named inbox of a workflow; `schema` (a pydantic model) validates message bodies.
 
     `choices` (button label -> message body template) makes it a decision queue: the operator
-    dashboard lists runs waiting on it with one button per choice, each opening the audited send
-    confirmation prefilled with `choice_body(label, operator=...)`. A template is only a prefill:
-    the operator can edit it, and the schema validates what is sent.
+    dashboard lists runs waiting on it, and the inspector's decision form offers one button per
+    choice; the body sent is `choice_body(label, operator=...)`, the signed-in operator standing
+    wherever the template says `OPERATOR`. `note` names the body key the form's free-text note
+    goes to (none: the form asks for no note); `shows` names the state keys the operator reviews
+    before deciding (e.g. the draft to approve), shown above the buttons. The schema validates
+    what is sent.
     """
 
     schema: Any = None
     choices: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    note: str | None = None
+    shows: Sequence[str] = ()  # kept as a tuple
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "choices", _checked_choices(self.choices))
+        object.__setattr__(self, "shows", _checked_keys("shows", self.shows))
+        if self.note is not None and (not isinstance(self.note, str) or not self.note.strip()):
+            raise TypeError(f"a decision's note must name a body key (a non-empty string), not {self.note!r}")
+        if (self.note is not None or self.shows) and not self.choices:
+            raise ValueError("note= and shows= describe a decision: declare its choices= too")
 
     def validate(self, target: str, body: Any) -> Any:
         return _validate(self.schema, target, body)
@@ -76,6 +86,15 @@ def _checked_choices(choices: Any) -> dict[str, Any]:
         except NotRecordable as exc:
             raise TypeError(str(exc)) from None
     return checked
+
+
+def _checked_keys(what: str, keys: Any) -> tuple[str, ...]:
+    if isinstance(keys, str) or not isinstance(keys, Sequence):
+        raise TypeError(f"{what} must be a sequence of state keys, e.g. ('title', 'summary'); got {keys!r}")
+    for key in keys:
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"{what} must name state keys (non-empty strings), not {key!r}")
+    return tuple(keys)
 
 
 def _fill_operator(template: Any, operator: str) -> Any:
@@ -109,12 +128,24 @@ def _validate(schema: Any, target: str, value: Any) -> Any:
     return normalize(model.model_dump(mode="json"), target)
 
 
-def queue(schema: Any = None, *, choices: Mapping[str, Any] | None = None) -> QueueSpec:
+def queue(
+    schema: Any = None,
+    *,
+    choices: Mapping[str, Any] | None = None,
+    note: str | None = None,
+    shows: Sequence[str] = (),
+) -> QueueSpec:
     """A queue; with `choices` a decision queue, e.g. `queue(Approval, choices={"Approve":
-    {"decision": "approve", "by": OPERATOR}, "Reject": {"decision": "reject", "by": OPERATOR}})`
-    (see QueueSpec). Raises TypeError/ValueError for a non-string or empty label or a non-JSON body.
+    {"decision": "approve", "by": OPERATOR}, "Reject": {"decision": "reject", "by": OPERATOR}},
+    note="note", shows=("summary",))` (see QueueSpec). Raises TypeError/ValueError for a
+    non-string or empty label, a non-JSON body, or a note or shows without choices.
     """
-    return QueueSpec(schema, choices={} if choices is None else choices)
+    return QueueSpec(
+        schema,
+        choices={} if choices is None else choices,
+        note=note,
+        shows=shows,
+    )
 
 
 def event(schema: Any = None) -> EventSpec:

@@ -22,6 +22,7 @@ from django.core.management.base import BaseCommand, CommandError
 from workflows import conf, operations, selectors
 from workflows.api_auth import create_api_key, revoke_api_key
 from workflows.api_parser import parse_json
+from workflows.core.durations import format_duration
 from workflows.core.exceptions import WorkflowError
 from workflows.core.records import RunStatus
 
@@ -132,7 +133,7 @@ class Command(BaseCommand):
                 if attempt.error:
                     line += f" - {attempt.error.get('name')}: {attempt.error.get('message')}"
                 if attempt.delay is not None:
-                    line += f" (next in {attempt.delay:g}s)"
+                    line += f" (next in {format_duration(attempt.delay)})"
                 w(line)
 
     def do_replay(self, *, run_id, entry, reason, input, **_):
