@@ -69,6 +69,11 @@ class Schedule:
         nxt = croniter(self.cron, when.astimezone(self.tz)).get_next(dt.datetime)
         return nxt.astimezone(dt.UTC)
 
+    def upcoming(self, after: dt.datetime, count: int) -> list[dt.datetime]:
+        """The `count` fire times from `after` on (`after` itself included when it is one), UTC."""
+        it = croniter(self.cron, (after - _TICK).astimezone(self.tz))
+        return [it.get_next(dt.datetime).astimezone(dt.UTC) for _ in range(count)]
+
     def due(self, since: dt.datetime, now: dt.datetime) -> list[dt.datetime]:
         """The fire times in [since, now] to start now, oldest first: the latest one, plus up to
         `missed_to_start` earlier ones (the catch-up policy); older ones are skipped."""
