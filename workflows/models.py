@@ -238,7 +238,9 @@ class Schedule(models.Model):
     workflow = models.CharField(max_length=200)
     cron = models.CharField(max_length=200)
     timezone = models.CharField(max_length=64, default="UTC")
-    catch_up = models.CharField(max_length=16, default="skip", help_text="skip, all, or a number of missed fires.")
+    catch_up = models.CharField(
+        max_length=16, default="skip", help_text="skip, all, or a number of missed fires."
+    )
     next_fire_at = models.DateTimeField(null=True, blank=True, help_text="The next fire not yet started.")
     last_fire_at = models.DateTimeField(null=True, blank=True)
     last_runs = models.JSONField(default=list, blank=True, help_text="The latest fires: fire_time, run_id.")

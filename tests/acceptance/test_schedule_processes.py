@@ -4,6 +4,7 @@ starts exactly one run, and none is skipped."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import signal
 
 from tests.support import wait_for
@@ -12,7 +13,9 @@ from workflows.models import Run, Schedule
 
 def test_two_runners__each_fire_time_starts_exactly_one_run(runners, monkeypatch):
     monkeypatch.setattr(
-        runners, "env", lambda env=runners.env: {**env(), "WORKFLOWS_REGISTRIES": "tests.acceptance.sched_flows.registry"}
+        runners,
+        "env",
+        lambda env=runners.env: {**env(), "WORKFLOWS_REGISTRIES": "tests.acceptance.sched_flows.registry"},
     )
     procs = [runners.start(), runners.start()]
     wait_for(
@@ -29,7 +32,7 @@ def test_two_runners__each_fire_time_starts_exactly_one_run(runners, monkeypatch
     fire_times = sorted(dt.datetime.fromisoformat(r.key[1]) for r in runs)
     assert all(r.key[0] == "tick" for r in runs)
     assert len(set(fire_times)) == len(runs)  # one run per fire time
-    assert all(b - a == dt.timedelta(seconds=2) for a, b in zip(fire_times, fire_times[1:]))  # none missed
+    assert all(b - a == dt.timedelta(seconds=2) for a, b in itertools.pairwise(fire_times))  # none missed
     for run in runs:
         if run.status == "completed":
             assert ledger[f"{run.key[1]} tick"] == 1, run.key

@@ -15,7 +15,11 @@ URL = "/api/workflows/approval/runs"
 
 def test_replace__cancels_the_live_run_and_starts_a_new_one_with_its_message(api):
     first = api.post(URL, {"key": ["order-1"]}).json()
-    body = {"key": ["order-1"], "on_conflict": "replace", "message": {"queue": "approve", "body": {"approved": True, "by": "a"}}}
+    body = {
+        "key": ["order-1"],
+        "on_conflict": "replace",
+        "message": {"queue": "approve", "body": {"approved": True, "by": "a"}},
+    }
 
     replaced = api.post(URL, body)
 

@@ -31,7 +31,10 @@ registry = setup(
 
 @pytest.fixture(autouse=True)
 def _registry(settings):
-    settings.WORKFLOWS = {**settings.WORKFLOWS, "REGISTRIES": ["tests.integration.test_schedule_admin.registry"]}
+    settings.WORKFLOWS = {
+        **settings.WORKFLOWS,
+        "REGISTRIES": ["tests.integration.test_schedule_admin.registry"],
+    }
     conf.registry.cache_clear()
     yield
     conf.registry.cache_clear()

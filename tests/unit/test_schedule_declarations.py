@@ -26,7 +26,11 @@ WF = workflow(body)
         (("0 9 * * *", "wf"), {"name": "n", "timezone": "Europe/Pariss"}, "unknown timezone 'Europe/Pariss'"),
         (("0 9 * * *", "wf"), {"name": "n", "timezone": "../etc/passwd"}, "unknown timezone"),
         (("0 9 * * *", "wf"), {"name": "n", "timezone": 1}, "timezone must be an IANA name"),
-        (("0 9 * * *", "wf"), {"name": "n", "catch_up": "some"}, "catch_up must be 'skip', 'all' or a number"),
+        (
+            ("0 9 * * *", "wf"),
+            {"name": "n", "catch_up": "some"},
+            "catch_up must be 'skip', 'all' or a number",
+        ),
         (("0 9 * * *", "wf"), {"name": "n", "catch_up": -1}, "catch_up must be"),
         (("0 9 * * *", "wf"), {"name": "n", "catch_up": True}, "catch_up must be"),
         (("0 9 * * *", "wf"), {"name": " "}, "name must be a non-empty string"),
@@ -51,7 +55,10 @@ def test_setup__binds_a_workflow_object_to_its_name_and_names_the_schedule_after
         ([schedule("0 9 * * *", "nope")], "no workflow named 'nope'"),
         ([schedule("0 9 * * *", workflow(body, version="x"))], "its workflow is not registered"),
         ([schedule("0 9 * * *", "wf"), schedule("0 10 * * *", "wf")], "is declared twice"),
-        ([schedule("0 9 * * *", "wf", name="a", key=lambda t: "not a list")], "its key function returned a bad key"),
+        (
+            [schedule("0 9 * * *", "wf", name="a", key=lambda t: "not a list")],
+            "its key function returned a bad key",
+        ),
         ([schedule("0 9 * * *", "wf", name="a", key=lambda t: 1 / 0)], "its key function failed"),
     ],
 )
@@ -72,14 +79,18 @@ def test_merged_registries_keep_their_schedules_and_refuse_a_name_twice():
 def test_key_function__gets_the_local_fire_time():
     spec = setup(
         use={"wf": WF},
-        schedules=[schedule("0 9 * * *", "wf", timezone="Asia/Tokyo", key=lambda t: ["day", t.date().isoformat()])],
+        schedules=[
+            schedule("0 9 * * *", "wf", timezone="Asia/Tokyo", key=lambda t: ["day", t.date().isoformat()])
+        ],
     ).schedules["wf"]
     fire = dt.datetime(2026, 12, 1, 0, 0, tzinfo=dt.UTC)  # 09:00 in Tokyo
     assert spec.run_key(fire) == ["day", "2026-12-01"]
 
 
 def test_due__daylight_saving_days_have_one_fire_each():
-    spec = setup(use={"wf": WF}, schedules=[schedule("30 2 * * *", "wf", timezone="Europe/Paris", catch_up="all")])
+    spec = setup(
+        use={"wf": WF}, schedules=[schedule("30 2 * * *", "wf", timezone="Europe/Paris", catch_up="all")]
+    )
     spec = spec.schedules["wf"]
     since = dt.datetime(2026, 3, 28, 0, 0, tzinfo=dt.UTC)
     fires = spec.due(since, dt.datetime(2026, 3, 31, 0, 0, tzinfo=dt.UTC))

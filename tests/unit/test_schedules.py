@@ -26,7 +26,10 @@ async def waits(ctx):
 
 
 def registry(*schedules, **workflows):
-    use = {"report": workflow(noop, state=lambda: {"stage": "new"}), "waiter": workflow(waits, queues={"go": queue()})}
+    use = {
+        "report": workflow(noop, state=lambda: {"stage": "new"}),
+        "waiter": workflow(waits, queues={"go": queue()}),
+    }
     return setup(use={**use, **workflows}, schedules=list(schedules))
 
 
@@ -88,7 +91,9 @@ async def test_a_fire_is_idempotent_by_key__a_second_fire_of_the_same_time_finds
     ("catch_up", "expected"),
     [("skip", [4]), (0, [4]), (2, [2, 3, 4]), ("all", [0, 1, 2, 3, 4])],
 )
-async def test_catch_up__a_late_check_starts_the_latest_fire_and_as_many_missed_as_declared(h, catch_up, expected):
+async def test_catch_up__a_late_check_starts_the_latest_fire_and_as_many_missed_as_declared(
+    h, catch_up, expected
+):
     reg = registry(schedule("* * * * *", "report", catch_up=catch_up))
     sched = runner(h, reg, "r1").scheduler
     await sched.sync()
@@ -121,14 +126,18 @@ async def test_pause__no_fire_while_paused_and_resume_skips_the_paused_time(h):
     sched = runner(h, reg, "r1").scheduler
     await sched.sync()
     first = h.store.list_schedules()[0].next_fire_at
-    h.store.pause_schedule("report", paused=True, actor="ops", reason="maintenance", next_fire_at=None, now=h.clock.now())
+    h.store.pause_schedule(
+        "report", paused=True, actor="ops", reason="maintenance", next_fire_at=None, now=h.clock.now()
+    )
     h.clock.set(first + 3 * MINUTE)
     assert await sched.tick() == 0
     assert report_runs(h) == [] and sched.next_fire is None
     [row] = h.store.list_schedules()
     assert (row.paused, row.paused_by, row.pause_reason) == (True, "ops", "maintenance")
     resumed = reg.schedules["report"].next_after(h.clock.now())
-    h.store.pause_schedule("report", paused=False, actor="ops", reason="", next_fire_at=resumed, now=h.clock.now())
+    h.store.pause_schedule(
+        "report", paused=False, actor="ops", reason="", next_fire_at=resumed, now=h.clock.now()
+    )
     assert await sched.tick() == 0  # nothing passed while paused is caught up
     h.clock.set(resumed)
     assert await sched.tick() == 1
@@ -137,7 +146,9 @@ async def test_pause__no_fire_while_paused_and_resume_skips_the_paused_time(h):
 
 async def test_pause__unknown_schedule_is_bad_input(h):
     with pytest.raises(BadInput, match="no schedule named 'nope'"):
-        h.store.pause_schedule("nope", paused=True, actor="ops", reason="", next_fire_at=None, now=h.clock.now())
+        h.store.pause_schedule(
+            "nope", paused=True, actor="ops", reason="", next_fire_at=None, now=h.clock.now()
+        )
 
 
 async def test_sync__a_schedule_removed_from_code_is_gone_and_kept_and_comes_back(h):

@@ -104,7 +104,9 @@ class Runner:
             helpers.append(asyncio.create_task(self._sample_loop(), name="workflows-sample"))
         # Fires due schedules at their time and on every schedule check, whatever the claim loop does.
         helpers.append(
-            asyncio.create_task(self.scheduler.run(every=self.schedule_check, wake=self._poke), name="workflows-cron")
+            asyncio.create_task(
+                self.scheduler.run(every=self.schedule_check, wake=self._poke), name="workflows-cron"
+            )
         )
         logger.info("runner %s started (concurrency %d)", self.owner, self.concurrency)
         try:

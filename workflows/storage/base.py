@@ -189,7 +189,14 @@ class Store(ABC):
 
     @abstractmethod
     def pause_schedule(
-        self, name: str, *, paused: bool, actor: str, reason: str, next_fire_at: dt.datetime | None, now: dt.datetime
+        self,
+        name: str,
+        *,
+        paused: bool,
+        actor: str,
+        reason: str,
+        next_fire_at: dt.datetime | None,
+        now: dt.datetime,
     ) -> ScheduleRecord:
         """Pause or resume a schedule (an operator's action). A resume sets its next fire to
         `next_fire_at`: fire times passed while it was paused are not caught up. BadInput for an
