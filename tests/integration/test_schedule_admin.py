@@ -5,11 +5,13 @@ confirmation page that asks why, and only for users with `workflows.change_sched
 from __future__ import annotations
 
 import datetime as dt
+import io
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from workflows import FakeClock, conf, schedule, setup, workflow
@@ -112,3 +114,24 @@ def test_schedules_are_not_added_or_deleted_in_the_admin(client):
     assert client.get(reverse("admin:workflows_schedule_add")).status_code == 403
     row = Schedule.objects.get()
     assert client.get(reverse("admin:workflows_schedule_delete", args=[row.pk])).status_code == 403
+
+
+def run_command(*args: str) -> str:
+    out = io.StringIO()
+    call_command("workflows", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_commands__list_pause_and_resume_schedules():
+    fired_once()
+    assert "nightly  active  nightly  '0 2 * * *' Europe/Paris  catch_up skip" in run_command("schedules")
+    assert "schedule 'nightly' is paused." in run_command(
+        "schedule", "pause", "nightly", "--reason", "freeze"
+    )
+    row = Schedule.objects.get()
+    assert row.paused and row.paused_by.startswith("cli:") and row.pause_reason == "freeze"
+    assert "nightly  paused" in run_command("schedules")
+    assert "is active, next fire" in run_command("schedule", "resume", "nightly", "--reason", "thaw")
+    assert not Schedule.objects.get().paused
+    with pytest.raises(CommandError, match="no schedule named 'nope'"):
+        run_command("schedule", "pause", "nope", "--reason", "x")
