@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from croniter import croniter  # type: ignore[import-untyped]  # no stubs published
-
 from ..core.exceptions import InvalidKey
 from ..core.keys import validate_key
 from ..core.schedules import SCHEDULE_STATE, RunStart, ScheduleDeclaration
@@ -27,6 +25,20 @@ KeyFunction = Callable[[dt.datetime], list[str] | tuple[str, ...]]
 DEFAULT_CATCH_UP = "skip"
 MAX_CATCH_UP = 1000  # "all" starts at most this many missed fires at once
 _TICK = dt.timedelta(microseconds=1)
+
+
+def croniter(expression: str, start: dt.datetime | None = None) -> Any:
+    """croniter's iterator, imported on first use: it costs every process that imports
+    `workflows` a tenth of a second otherwise, and most never read a cron expression."""
+    from croniter import croniter as iterator  # type: ignore[import-untyped]  # no stubs published
+
+    return iterator(expression, start)
+
+
+def valid_cron(expression: str) -> bool:
+    from croniter import croniter as iterator
+
+    return bool(iterator.is_valid(expression))
 
 
 class ScheduleError(ValueError):
@@ -157,7 +169,7 @@ def schedule(
     label = f"schedule {name!r}" if name else f"schedule {cron!r} of {workflow!r}"
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ScheduleError(f"{label}: name must be a non-empty string")
-    if not isinstance(cron, str) or not croniter.is_valid(cron):
+    if not isinstance(cron, str) or not valid_cron(cron):
         raise ScheduleError(
             f"{label}: {cron!r} is not a valid cron expression (5 fields: minute hour day month"
             " weekday, e.g. '0 9 * * 1-5'; or 6 with seconds last)"
