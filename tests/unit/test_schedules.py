@@ -11,7 +11,7 @@ import pytest
 
 from workflows import BadInput, queue, schedule, setup, workflow
 from workflows.engine.runner import Runner
-from workflows.testing import arun_until_idle
+from workflows.testing import afire_schedules, arun_until_idle
 
 MINUTE = dt.timedelta(minutes=1)
 
@@ -245,3 +245,13 @@ async def test_start_options__bad_ones_are_refused_and_change_nothing(h, options
         await client.aget_or_create(["k"], **options)
     with pytest.raises(Exception, match="no report run"):
         await client.aget(["k"])
+
+
+async def test_testing_helper__fires_what_is_due_at_the_clocks_time(h):
+    reg = registry(schedule("*/5 * * * *", "report"))
+    assert await afire_schedules(reg, clock=h.clock, store=h.store) == 0  # synced: next fire ahead
+    h.clock.set(h.store.list_schedules()[0].next_fire_at)
+    assert await afire_schedules(reg, clock=h.clock, store=h.store) == 1
+    await arun_until_idle(reg, store=h.store, clock=h.clock, advance=False)
+    [run] = report_runs(h)
+    assert h.store.get_run(run.id).status == "completed"
