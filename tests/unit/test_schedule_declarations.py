@@ -34,6 +34,8 @@ WF = workflow(body)
         (("0 9 * * *", "wf"), {"name": "n", "catch_up": -1}, "catch_up must be"),
         (("0 9 * * *", "wf"), {"name": "n", "catch_up": True}, "catch_up must be"),
         (("0 9 * * *", "wf"), {"name": " "}, "name must be a non-empty string"),
+        (("0 9 * * *", "wf"), {"name": "n" * 201}, "of at most 200 characters"),
+        (("0 9 * * *", "wf"), {"name": "a\x00b"}, "the name contains a NUL"),
         (("0 9 * * *", "wf"), {"name": "n", "key": "k"}, "key must be a function"),
         (("0 9 * * *", 42), {"name": "n"}, "workflow must be a workflow's name"),
     ],

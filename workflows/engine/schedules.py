@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.exceptions import InvalidKey
+from ..core.jsonvalue import unstorable
 from ..core.keys import validate_key
 from ..core.schedules import SCHEDULE_STATE, RunStart, ScheduleDeclaration
 
@@ -23,6 +24,7 @@ CatchUp = str | int
 KeyFunction = Callable[[dt.datetime], list[str] | tuple[str, ...]]
 
 DEFAULT_CATCH_UP = "skip"
+MAX_NAME = 200  # characters: the schedule table's name column
 MAX_CATCH_UP = 1000  # "all" starts at most this many missed fires at once
 _TICK = dt.timedelta(microseconds=1)
 
@@ -167,9 +169,11 @@ def schedule(
     default) nothing more, `N` up to N missed fire times, `"all"` every one (at most 1000).
     Raises ScheduleError for a bad expression, timezone, policy, name or key function."""
     label = f"schedule {name!r}" if name else f"schedule {cron!r} of {workflow!r}"
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise ScheduleError(f"{label}: name must be a non-empty string")
-    if not isinstance(cron, str) or not valid_cron(cron):
+    if name is not None and (not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME):
+        raise ScheduleError(f"{label}: name must be a non-empty string of at most {MAX_NAME} characters")
+    if name is not None and unstorable(name) is not None:
+        raise ScheduleError(f"{label}: the name {unstorable(name)}")
+    if not isinstance(cron, str) or len(cron) > MAX_NAME or not valid_cron(cron):
         raise ScheduleError(
             f"{label}: {cron!r} is not a valid cron expression (5 fields: minute hour day month"
             " weekday, e.g. '0 9 * * 1-5'; or 6 with seconds last)"
