@@ -31,6 +31,7 @@ from .core.limits import Limiter
 from .core.values import ActionContext, ErrorEvent, Failure, Loop, Message, RaceResult, TryResult
 from .engine.context import RunContext
 from .engine.definition import OPERATOR, Registry, Workflow, event, queue, setup, workflow
+from .engine.schedules import Schedule, ScheduleError, schedule
 from .engine.step_context import ErrorContext, StepContext
 
 __all__ = [
@@ -60,6 +61,8 @@ __all__ = [
     "RunContext",
     "RunFinished",
     "RunNotFound",
+    "Schedule",
+    "ScheduleError",
     "StepContext",
     "StepFailed",
     "StoreUnavailable",
@@ -73,6 +76,7 @@ __all__ = [
     "WorkflowError",
     "event",
     "queue",
+    "schedule",
     "setup",
     "workflow",
 ]

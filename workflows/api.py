@@ -25,7 +25,7 @@ from . import conf, operations, selectors
 from .api_auth import ApiKeyAuth
 from .core.jsonvalue import unstorable
 from .core.records import RunStatus
-from .engine.client import RunHandle
+from .engine.client import MAX_DEBOUNCE, RunHandle
 from .models import Run
 
 router = Router(auth=ApiKeyAuth(), tags=["workflows"])
@@ -78,6 +78,23 @@ class StartIn(_In):
     key: list[str] = Field(min_length=1, description="The run's key: the same key is the same run.")
     message: StartMessageIn | None = Field(
         None, description="A first message, stored with the run when this call creates it."
+    )
+    state: dict[str, Any] | None = Field(
+        None,
+        description="Merged over the workflow's initial state of a run this call creates (or, with"
+        " `debounce`, of the run it pushes back).",
+    )
+    on_conflict: Literal["existing", "replace"] = Field(
+        "existing",
+        description="When the key already has a run: `existing` returns it (200); `replace` asks it to"
+        " cancel, detaches it from the key and starts a new run under the key (201).",
+    )
+    debounce: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_DEBOUNCE,
+        description="Seconds: the run starts this long after the last start of its key; a start that"
+        " comes before it has started pushes it back and replaces its `state` (200).",
     )
 
 
@@ -254,8 +271,10 @@ TOO_LARGE = {413: ErrorOut}  # a value over WORKFLOWS["MAX_VALUE_BYTES"] (or the
 def start_run(request, name: str, payload: StartIn):
     """Creates the run of this key (201) or returns the existing one (200): a stable key makes
     starts idempotent. `message` is stored with the run when this call creates it, and not sent
-    again by a repeated call. 404: unknown workflow; 413: a message over MAX_VALUE_BYTES (nothing
-    is stored); 422: a bad key or message."""
+    again by a repeated call. `on_conflict="replace"` starts a new run under the key instead
+    (the old one is asked to cancel); `debounce` delays the start until no start of the key came
+    for that many seconds. 404: unknown workflow; 413: a message over MAX_VALUE_BYTES (nothing
+    is stored); 422: a bad key, message or option."""
     return _start(name, payload)
 
 
@@ -386,7 +405,9 @@ def _start(name: str, payload: StartIn) -> Status:
     """Create-or-get the run and store its first message in one transaction (or write nothing)."""
     client = conf.registry().client(name)
     with transaction.atomic():
-        handle = client.get_or_create(payload.key)
+        handle = client.get_or_create(
+            payload.key, state=payload.state, on_conflict=payload.on_conflict, debounce=payload.debounce
+        )
         if handle.created and payload.message is not None:
             handle.send(payload.message.queue, payload.message.body)
     return Status(201 if handle.created else 200, Run.objects.get(pk=handle.run_id))

@@ -273,3 +273,33 @@ class LimiterSlot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.limiter}: {self.holder}"
+
+
+class Schedule(models.Model):
+    """A cron schedule's state: what code declares (`workflows.schedule(...)`) is synced in by each
+    starting runner; the next and last fire times and the paused flag are kept here, so they
+    survive restarts. A schedule removed from code is marked `gone`, never deleted."""
+
+    name = models.CharField(max_length=200, unique=True)
+    workflow = models.CharField(max_length=200)
+    cron = models.CharField(max_length=200)
+    timezone = models.CharField(max_length=64, default="UTC")
+    catch_up = models.CharField(
+        max_length=16, default="skip", help_text="skip, all, or a number of missed fires."
+    )
+    next_fire_at = models.DateTimeField(null=True, blank=True, help_text="The next fire not yet started.")
+    last_fire_at = models.DateTimeField(null=True, blank=True)
+    last_runs = models.JSONField(default=list, blank=True, help_text="The latest fires: fire_time, run_id.")
+    paused = models.BooleanField(default=False)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_by = models.CharField(max_length=200, blank=True)
+    pause_reason = models.TextField(blank=True)
+    gone = models.BooleanField(default=False, help_text="No longer declared in code: kept, never fired.")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.cron} {self.timezone})"

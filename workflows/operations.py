@@ -14,7 +14,9 @@ from . import conf
 from .core.exceptions import BadInput
 from .core.jsonvalue import storable_text
 from .core.records import NOT_EDITED, Audit, AuditAction, OutgoingMessage
+from .core.schedules import ScheduleRecord
 from .engine.definition import Registry
+from .engine.schedules import Schedule
 from .models import Entry, Run
 from .storage.django.repairs import write_audit  # the Django store writes every audit entry
 from .telemetry.tracing import producer_span
@@ -94,3 +96,22 @@ def send(run_id: str, queue: str, body: Any, *, registry: Registry, actor: str, 
         message = store.send(outgoing, now=_now(), audit=Audit(actor=actor, reason=reason))
         producer.produced(message_id=message.id)
     return message.id
+
+
+def pause_schedule(name: str, *, paused: bool, actor: str, reason: str = "") -> ScheduleRecord:
+    """Pause a schedule (no fire until resumed) or resume it: it fires next at its first fire time
+    from now on, so the fire times passed while it was paused are not caught up."""
+    store = conf.default_store()
+    row = next((r for r in store.list_schedules() if r.name == name), None)
+    if row is None:
+        raise BadInput(f"no schedule named {name!r}")
+    resume_at = None if paused else schedule_of(row).next_after(_now())
+    return store.pause_schedule(
+        name, paused=paused, actor=actor, reason=storable_text(reason), next_fire_at=resume_at, now=_now()
+    )
+
+
+def schedule_of(row: ScheduleRecord | Any) -> Schedule:
+    """A stored schedule's fire times, whether or not this process's code declares it (a row or
+    a ScheduleRecord)."""
+    return Schedule(cron=row.cron, workflow=row.workflow, name=row.name, timezone=row.timezone)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..core.clock import Clock
-from ..core.exceptions import MessageTimeout, RunFinished, RunNotFound
+from ..core.exceptions import BadInput, MessageTimeout, RunFinished, RunNotFound
+from ..core.jsonvalue import normalize
 from ..core.keys import validate_key
 from ..core.records import TERMINAL, EventRecord, MessageRecord, OutgoingMessage, RunRecord
 from ..core.values import ActionContext
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
 
 WAIT_POLL_START = 0.01  # seconds: first look for a completed message, doubling ...
 WAIT_POLL_MAX = 0.25  # seconds: ... up to this
+ON_CONFLICT = ("existing", "replace")  # get_or_create's answers to a key that already has a run
+MAX_DEBOUNCE = 7 * 24 * 3600.0  # seconds: the longest debounce a start may ask for
 
 
 class WorkflowClient:
@@ -41,33 +45,79 @@ class WorkflowClient:
     def _handle(self, run: RunRecord, created: bool = False) -> RunHandle:
         return RunHandle(self, run, created)
 
-    def get_or_create(self, key: list[str] | tuple[str, ...]) -> RunHandle:
-        """The run of this key, created (and started) when missing: a stable key makes starts
-        idempotent. Traced as a PRODUCER span whose context a new run keeps (tracing on)."""
-        key = validate_key(key)
-        with producer_span("start", self.name) as producer:
-            run, created = self.store.get_or_create_run(
-                workflow=self.name,
-                key=key,
-                version=self.definition.version,
-                initial_state=self.definition.initial_state(),
-                now=self.clock.now(),
-                trace_context=producer.carrier,
+    def _start_args(
+        self,
+        key: list[str] | tuple[str, ...],
+        state: Mapping[str, Any] | None,
+        on_conflict: str,
+        debounce: float | None,
+    ) -> dict[str, Any]:
+        """Checked before anything is written: a bad key, option or state changes nothing."""
+        if on_conflict not in ON_CONFLICT:
+            raise BadInput(f"on_conflict must be one of {', '.join(ON_CONFLICT)}, not {on_conflict!r}")
+        if debounce is not None and (
+            isinstance(debounce, bool)
+            or not isinstance(debounce, int | float)
+            or not 0 < debounce <= MAX_DEBOUNCE
+        ):
+            raise BadInput(
+                f"debounce must be a number of seconds over 0 and up to {MAX_DEBOUNCE:g}, not {debounce!r}"
             )
+        if state is not None and not isinstance(state, Mapping):
+            raise BadInput(f"state must be a dict of initial state values, not {type(state).__name__}")
+        initial = self.definition.initial_state()
+        if state:
+            initial = normalize({**initial, **state}, "initial state")
+        return {
+            "workflow": self.name,
+            "key": validate_key(key),
+            "version": self.definition.version,
+            "initial_state": initial,
+            "now": self.clock.now(),
+        }
+
+    def get_or_create(
+        self,
+        key: list[str] | tuple[str, ...],
+        *,
+        state: Mapping[str, Any] | None = None,
+        on_conflict: str = "existing",
+        debounce: float | None = None,
+    ) -> RunHandle:
+        """The run of this key, created (and started) when missing: a stable key makes starts
+        idempotent (traced as a PRODUCER span whose context a new run keeps, tracing on). `state` is merged over the workflow's initial state of a run this creates.
+        `on_conflict`: "existing" (the default) returns the run the key already has, finished or
+        not; "replace" detaches that run from the key (asking it to cancel when it is live) and
+        starts a new one under the key. `debounce=N` (seconds): the run starts N seconds after the
+        last such start of the key; each one that comes before the run has started pushes it back
+        and replaces its `state`."""
+        args = self._start_args(key, state, on_conflict, debounce)
+        with producer_span("start", self.name) as producer:
+            if on_conflict == "existing" and debounce is None:
+                run, created = self.store.get_or_create_run(**args, trace_context=producer.carrier)
+            else:
+                run, created = self.store.start_run(
+                    **args, replace=on_conflict == "replace", debounce=debounce
+                )
             producer.produced(run_id=run.id, created=created)
         return self._handle(run, created)
 
-    async def aget_or_create(self, key: list[str] | tuple[str, ...]) -> RunHandle:
-        key = validate_key(key)
+    async def aget_or_create(
+        self,
+        key: list[str] | tuple[str, ...],
+        *,
+        state: Mapping[str, Any] | None = None,
+        on_conflict: str = "existing",
+        debounce: float | None = None,
+    ) -> RunHandle:
+        args = self._start_args(key, state, on_conflict, debounce)
         with producer_span("start", self.name) as producer:
-            run, created = await self.store.aget_or_create_run(
-                workflow=self.name,
-                key=key,
-                version=self.definition.version,
-                initial_state=self.definition.initial_state(),
-                now=self.clock.now(),
-                trace_context=producer.carrier,
-            )
+            if on_conflict == "existing" and debounce is None:
+                run, created = await self.store.aget_or_create_run(**args, trace_context=producer.carrier)
+            else:
+                run, created = await self.store.astart_run(
+                    **args, replace=on_conflict == "replace", debounce=debounce
+                )
             producer.produced(run_id=run.id, created=created)
         return self._handle(run, created)
 

@@ -25,6 +25,7 @@ from ..core.jsonvalue import normalize
 from ..core.limits import Limiter
 from ..storage.base import Store
 from .client import WorkflowClient
+from .schedules import Schedule, ScheduleError
 
 OPERATOR = "$operator"
 """In a choice's body template, a string value equal to this (at any depth) stands for the user
@@ -262,6 +263,7 @@ class Registry:
         self,
         workflows: Mapping[str, Workflow | list[Workflow] | tuple[Workflow, ...]],
         limiters: Iterable[Limiter] = (),
+        schedules: Sequence[Schedule] = (),
     ) -> None:
         self.limiters: dict[str, Limiter] = {}
         for limiter in limiters:
@@ -283,6 +285,27 @@ class Registry:
                 raise ValueError(f"{name!r} registers version {versions} more than once")
             self._versions[name] = definitions
         self.workflows: dict[str, Workflow] = {name: defs[0] for name, defs in self._versions.items()}
+        self.schedules: dict[str, Schedule] = {}
+        for given_schedule in schedules:
+            bound = self._bind(given_schedule)
+            if bound.name in self.schedules:
+                raise ScheduleError(
+                    f"{bound.label} is declared twice: give each schedule of a workflow its own name="
+                )
+            self.schedules[bound.name] = bound
+
+    def _bind(self, given: Schedule) -> Schedule:
+        """A schedule with its workflow's registered name (it may have been given the Workflow)."""
+        if not isinstance(given, Schedule):
+            raise TypeError(f"schedules takes schedule(...) declarations, not {type(given).__name__}")
+        if isinstance(given.workflow, str):
+            if given.workflow not in self.workflows:
+                raise ScheduleError(f"{given.label}: no workflow named {given.workflow!r} in this setup")
+            return given.bound(given.workflow)
+        for name, definitions in self._versions.items():
+            if any(wf is given.workflow for wf in definitions):
+                return given.bound(name)
+        raise ScheduleError(f"{given.label}: its workflow is not registered in this setup(use={{...}})")
 
     def get(self, name: str) -> Workflow:
         """The latest definition of `name` (what new runs start on)."""
@@ -321,7 +344,14 @@ class Registry:
             if limiters.get(name, limiter) != limiter:
                 raise ValueError(f"limiter {name!r} is registered twice with different limits")
             limiters[name] = limiter
-        return Registry({**self._versions, **other._versions}, limiters=limiters.values())
+        clash = set(self.schedules) & set(other.schedules)
+        if clash:
+            raise ValueError(f"schedule names declared twice: {sorted(clash)}")
+        return Registry(
+            {**self._versions, **other._versions},
+            limiters=limiters.values(),
+            schedules=[*self.schedules.values(), *other.schedules.values()],
+        )
 
     def client(self, name: str, *, store: Store | None = None, clock: Clock | None = None) -> WorkflowClient:
         """A client for runs of `name`, over `store` (default: the store the app configured)."""
@@ -331,9 +361,11 @@ class Registry:
 
 def setup(
     use: Mapping[str, Workflow | list[Workflow] | tuple[Workflow, ...]],
+    schedules: Sequence[Schedule] = (),
     *,
     limiters: Iterable[Limiter] = (),
 ) -> Registry:
-    """Name workflows: `{"aiJob": ai_job}`, or `{"aiJob": [latest, older, ...]}`; `limiters` are
-    the named limits their steps may share (`ctx.step(..., limit="openai")`)."""
-    return Registry(use, limiters=limiters)
+    """Name workflows: `{"aiJob": ai_job}`, or `{"aiJob": [latest, older, ...]}`; declare their
+    cron schedules, `schedules=[schedule("0 9 * * 1-5", "report", timezone="Europe/Paris")]`, and
+    the named limiters their steps may share (`ctx.step(..., limit="openai")`)."""
+    return Registry(use, limiters=limiters, schedules=schedules)

@@ -25,6 +25,7 @@ from . import defaults
 from .definition import Registry
 from .execution import Ended, Execution
 from .observers import Observer, Observers, RunnerSample
+from .scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ class Runner:
         self._timers: list[dt.datetime] = []
         self.schedule_check = min(IDLE_POLL, lease_seconds / 2)  # seconds between reads of the schedule
         self._next_schedule_check = 0.0
+        self.scheduler = Scheduler(registry=registry, store=store, clock=self.clock)  # cron schedules
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._executions: dict[str, Execution] = {}
         self._wake: asyncio.Event | None = None
@@ -107,6 +109,12 @@ class Runner:
             helpers.append(asyncio.create_task(self._sample_loop(), name="workflows-sample"))
         for seconds, job in self.periodic:
             helpers.append(asyncio.create_task(self._every(seconds, job), name="workflows-periodic"))
+        # Fires due schedules at their time and on every schedule check, whatever the claim loop does.
+        helpers.append(
+            asyncio.create_task(
+                self.scheduler.run(every=self.schedule_check, wake=self._poke), name="workflows-cron"
+            )
+        )
         logger.info("runner %s started (concurrency %d)", self.owner, self.concurrency)
         try:
             failures = 0

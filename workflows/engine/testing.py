@@ -25,6 +25,7 @@ from . import defaults
 from .definition import Registry
 from .observers import Observer
 from .runner import Runner
+from .scheduler import Scheduler
 
 MAX_ROUNDS = 10_000  # guard against a workflow that never settles (e.g. an endless timer loop)
 
@@ -81,3 +82,20 @@ def run_until_idle(
     return async_to_sync(arun_until_idle)(
         registry, store=store, clock=clock, concurrency=concurrency, advance=advance, observers=observers
     )
+
+
+async def afire_schedules(
+    registry: Registry | None = None, *, clock: FakeClock, store: Store | None = None
+) -> int:
+    """Fire the registry's schedules that are due at `clock`'s time, as a runner's schedule
+    check would (the first call syncs them in: each then fires next after the clock's time);
+    returns how many runs were started. Move the clock to a fire time, call this, then
+    `arun_until_idle(..., advance=False)` to run what it started."""
+    scheduler = Scheduler(
+        registry=registry or defaults.default_registry(), store=store or defaults.default_store(), clock=clock
+    )
+    return await scheduler.tick()
+
+
+def fire_schedules(registry: Registry | None = None, *, clock: FakeClock, store: Store | None = None) -> int:
+    return async_to_sync(afire_schedules)(registry, clock=clock, store=store)

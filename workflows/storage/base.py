@@ -26,6 +26,7 @@ from ..core.records import (
     OutgoingMessage,
     RunRecord,
 )
+from ..core.schedules import RunStart, ScheduleDeclaration, ScheduleRecord
 
 
 def _twin(name: str) -> Callable[..., Any]:
@@ -164,6 +165,69 @@ class Store(ABC):
     def superseded(self, run_id: str) -> list[EntryRecord]:
         """Entries an operator's replay replaced, oldest first (kept as history)."""
 
+    # --- start options (the client's on_conflict / debounce) ---------------------------------------
+    @abstractmethod
+    def start_run(
+        self,
+        *,
+        workflow: str,
+        key: list[str],
+        version: str,
+        initial_state: dict[str, Any],
+        now: dt.datetime,
+        replace: bool = False,
+        debounce: float | None = None,
+    ) -> tuple[RunRecord, bool]:
+        """`get_or_create_run` with start options, in one transaction. With `debounce` (seconds),
+        a run of the key that has not started yet is pushed back to start `debounce` seconds from
+        now, its state replaced by `initial_state` (not created: False); a new run waits that long
+        too. With `replace`, an existing run of the key (that was not just debounced) is detached
+        from the key (it keeps `key`, but the key finds it no more), asked to cancel when live and
+        given a `$replaced` event naming its successor, and a new run takes the key (created: True)."""
+
+    # --- schedules ------------------------------------------------------------------------------------
+    @abstractmethod
+    def sync_schedules(
+        self, *, declared: list[ScheduleDeclaration], served: list[str], now: dt.datetime
+    ) -> None:
+        """A starting runner's upsert of the schedules its code declares: a new schedule, or one
+        whose cron or timezone changed, starts at its `first_fire_at`; others keep their next fire
+        (so fires missed while runners were down are caught up as declared) and their paused flag.
+        A schedule of a workflow in `served` that is no longer declared is marked gone (kept)."""
+
+    @abstractmethod
+    def list_schedules(self) -> list[ScheduleRecord]:
+        """Every schedule row, by name."""
+
+    @abstractmethod
+    def fire_schedule(
+        self,
+        name: str,
+        *,
+        expected_next: dt.datetime,
+        starts: list[RunStart],
+        next_fire_at: dt.datetime,
+        now: dt.datetime,
+    ) -> list[RunRecord] | None:
+        """Start a fire's runs (get-or-create by key) and move the schedule on to `next_fire_at`,
+        in one transaction, if its next fire is still `expected_next` and it is neither paused
+        nor gone; None (nothing written) when another runner fired it first."""
+
+    @abstractmethod
+    def pause_schedule(
+        self,
+        name: str,
+        *,
+        paused: bool,
+        actor: str,
+        reason: str,
+        next_fire_at: dt.datetime | None,
+        now: dt.datetime,
+    ) -> ScheduleRecord:
+        """Pause or resume a schedule (an operator's action). A resume sets its next fire to
+        `next_fire_at`: fire times passed while it was paused are not caught up. BadInput for an
+        unknown schedule."""
+
     # --- async twins ---
     async def run_sync(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
@@ -188,6 +252,10 @@ class Store(ABC):
     areplay = _twin("replay")
     aretry_now = _twin("retry_now")
     acancel = _twin("cancel")
+    astart_run = _twin("start_run")
+    async_schedules = _twin("sync_schedules")
+    alist_schedules = _twin("list_schedules")
+    afire_schedule = _twin("fire_schedule")
 
     # --- change notification ---
     async def watch(self, wake: Callable[[], None]) -> None:

@@ -43,6 +43,7 @@ from ..core.records import (
     lost_attempt_error,
     lost_events_payload,
 )
+from ..core.schedules import LAST_RUNS, REPLACED_EVENT, RunStart, ScheduleDeclaration, ScheduleRecord
 from .base import Store
 
 
@@ -68,6 +69,8 @@ class MemoryStore(Store):
         self.audits: list[AuditRecord] = []
         self._ids = itertools.count(1)
         self._started: set[str] = set()
+        self.detached: set[str] = set()  # runs replaced under their key: the key finds them no more
+        self.schedules: dict[str, ScheduleRecord] = {}
         self._lock = threading.RLock()
         self.limit_slots: dict[int, tuple[str, str, SlotUse]] = {}  # id -> (limiter, holder, use)
 
@@ -87,7 +90,7 @@ class MemoryStore(Store):
     ) -> tuple[RunRecord, bool]:
         with self._lock:
             for run in self.runs.values():
-                if run.workflow == workflow and run.key == key:
+                if run.workflow == workflow and run.key == key and run.id not in self.detached:
                     return self._copy(run), False
             run = RunRecord(
                 id=str(uuid.uuid4()),
@@ -112,9 +115,141 @@ class MemoryStore(Store):
     def find_run(self, workflow: str, key: list[str]) -> RunRecord:
         with self._lock:
             for run in self.runs.values():
-                if run.workflow == workflow and run.key == list(key):
+                if run.workflow == workflow and run.key == list(key) and run.id not in self.detached:
                     return self._copy(run)
         raise RunNotFound(f"no {workflow} run with key {key!r}")
+
+    # --- start options ---
+    def start_run(
+        self,
+        *,
+        workflow: str,
+        key: list[str],
+        version: str,
+        initial_state: dict[str, Any],
+        now: dt.datetime,
+        replace: bool = False,
+        debounce: float | None = None,
+    ) -> tuple[RunRecord, bool]:
+        with self._lock:
+            run, created = self.get_or_create_run(
+                workflow=workflow, key=key, version=version, initial_state=initial_state, now=now
+            )
+            wake = now + dt.timedelta(seconds=debounce or 0)
+            if created:
+                self.runs[run.id] = _replaced(self.runs[run.id], wake_at=wake)
+                return self._copy(self.runs[run.id]), True
+            old = self.runs[run.id]
+            if debounce is not None and _not_started(old, self._started):
+                self.runs[run.id] = _replaced(old, wake_at=wake, state=copy.deepcopy(initial_state))
+                return self._copy(self.runs[run.id]), False
+            if not replace:
+                return run, False
+            self.detached.add(old.id)
+            new, _ = self.get_or_create_run(
+                workflow=workflow, key=key, version=version, initial_state=initial_state, now=now
+            )
+            self.runs[new.id] = _replaced(self.runs[new.id], wake_at=wake)
+            if old.status not in TERMINAL:
+                self.request_cancel(old.id, now=now)
+            self.events.append(
+                EventRecord(
+                    id=next(self._ids),
+                    run_id=old.id,
+                    name=REPLACED_EVENT,
+                    payload={"by": new.id},
+                    created_at=now,
+                )
+            )
+            return self._copy(self.runs[new.id]), True
+
+    # --- schedules ---
+    def sync_schedules(
+        self, *, declared: list[ScheduleDeclaration], served: list[str], now: dt.datetime
+    ) -> None:
+        with self._lock:
+            names = set()
+            for d in declared:
+                names.add(d.name)
+                row = self.schedules.get(d.name)
+                if row is None:
+                    self.schedules[d.name] = ScheduleRecord(
+                        name=d.name, workflow=d.workflow, cron=d.cron, timezone=d.timezone, catch_up=d.catch_up,
+                        next_fire_at=d.first_fire_at, created_at=now, updated_at=now,
+                    )  # fmt: skip
+                    continue
+                retimed = (
+                    (row.cron, row.timezone) != (d.cron, d.timezone) or row.gone or row.next_fire_at is None
+                )
+                self.schedules[d.name] = _replaced(
+                    row, workflow=d.workflow, cron=d.cron, timezone=d.timezone, catch_up=d.catch_up, gone=False,
+                    next_fire_at=d.first_fire_at if retimed else row.next_fire_at, updated_at=now,
+                )  # fmt: skip
+            for name, row in list(self.schedules.items()):
+                if name not in names and row.workflow in served and not row.gone:
+                    self.schedules[name] = _replaced(row, gone=True, updated_at=now)
+
+    def list_schedules(self) -> list[ScheduleRecord]:
+        with self._lock:
+            return [_replaced(r, last_runs=list(r.last_runs)) for _n, r in sorted(self.schedules.items())]
+
+    def fire_schedule(
+        self,
+        name: str,
+        *,
+        expected_next: dt.datetime,
+        starts: list[RunStart],
+        next_fire_at: dt.datetime,
+        now: dt.datetime,
+    ) -> list[RunRecord] | None:
+        with self._lock:
+            row = self.schedules.get(name)
+            if row is None or row.paused or row.gone or row.next_fire_at != expected_next:
+                return None
+            runs = [
+                self.get_or_create_run(
+                    workflow=s.workflow, key=s.key, version=s.version, initial_state=s.initial_state, now=now
+                )[0]
+                for s in starts
+            ]
+            fired = [
+                {"fire_time": s.fire_time.isoformat(), "run_id": r.id}
+                for s, r in zip(starts, runs, strict=True)
+            ]
+            self.schedules[name] = _replaced(
+                row,
+                next_fire_at=next_fire_at,
+                last_fire_at=starts[-1].fire_time if starts else row.last_fire_at,
+                last_runs=(fired[::-1] + row.last_runs)[:LAST_RUNS],
+                updated_at=now,
+            )
+            return runs
+
+    def pause_schedule(
+        self,
+        name: str,
+        *,
+        paused: bool,
+        actor: str,
+        reason: str,
+        next_fire_at: dt.datetime | None,
+        now: dt.datetime,
+    ) -> ScheduleRecord:
+        with self._lock:
+            row = self.schedules.get(name)
+            if row is None:
+                raise BadInput(f"no schedule named {name!r}")
+            if paused:
+                row = _replaced(
+                    row, paused=True, paused_at=now, paused_by=actor, pause_reason=reason, updated_at=now
+                )
+            else:
+                row = _replaced(
+                    row, paused=False, paused_at=None, paused_by="", pause_reason="", updated_at=now,
+                    next_fire_at=next_fire_at,
+                )  # fmt: skip
+            self.schedules[name] = row
+            return row
 
     # --- runner side ---
     def claim(
@@ -549,3 +684,11 @@ class MemoryStore(Store):
             AuditRecord(run_id=run_id, action=action, actor=audit.actor, reason=audit.reason, details=details,
                         created_at=now)
         )  # fmt: skip
+
+
+_replaced = replace  # the dataclasses function, under a name the methods' `replace` flag does not shadow
+
+
+def _not_started(run: RunRecord, started: set[str]) -> bool:
+    """A run no runner has claimed yet (a debounced start may still push it back)."""
+    return run.status == RunStatus.PENDING and run.id not in started and not run.cancel_requested

@@ -8,6 +8,8 @@ selectors the admin and the API use, print. Repairs are audited with the actor `
     workflows retry-now RUN_ID --entry ID --reason WHY
     workflows cancel RUN_ID --reason WHY
     workflows send RUN_ID QUEUE --body JSON --reason WHY
+    workflows schedules
+    workflows schedule pause|resume NAME --reason WHY
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def _when(value) -> str:
 
 
 class Command(BaseCommand):
-    help = "Operate workflow runs: API keys, list, show, replay, retry-now, cancel, send."
+    help = "Operate workflow runs: API keys, list, show, replay, retry-now, cancel, send; schedules."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="sub", required=True, metavar="SUBCOMMAND")
@@ -85,6 +87,12 @@ class Command(BaseCommand):
         send.add_argument("queue")
         send.add_argument("--body", required=True, help="JSON.")
         send.add_argument("--reason", required=True)
+
+        sub.add_parser("schedules", help="Cron schedules: state, next and last fire.")
+        sched = sub.add_parser("schedule", help="Pause or resume a schedule.")
+        sched.add_argument("schedule_action", choices=["pause", "resume"])
+        sched.add_argument("name")
+        sched.add_argument("--reason", required=True)
 
     def handle(self, *args, sub: str, **options):
         handler = getattr(self, f"do_{sub.replace('-', '_')}")
@@ -157,3 +165,18 @@ class Command(BaseCommand):
             run_id, queue, _json(body, "--body"), registry=conf.registry(), actor=_actor(), reason=reason
         )
         self.stdout.write(f"message {message_id} sent to {queue!r} of run {run_id}.")
+
+    def do_schedules(self, **_):
+        for row in conf.default_store().list_schedules():
+            state = "gone" if row.gone else "paused" if row.paused else "active"
+            self.stdout.write(
+                f"{row.name}  {state:<6}  {row.workflow}  {row.cron!r} {row.timezone}  catch_up {row.catch_up}"
+                f"  next {_when(row.next_fire_at) if state == 'active' else '-'}  last {_when(row.last_fire_at)}"
+            )
+
+    def do_schedule(self, *, schedule_action, name, reason, **_):
+        row = operations.pause_schedule(
+            name, paused=schedule_action == "pause", actor=_actor(), reason=reason
+        )
+        after = "paused" if row.paused else f"active, next fire {_when(row.next_fire_at)}"
+        self.stdout.write(f"schedule {row.name!r} is {after}.")

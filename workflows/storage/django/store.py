@@ -61,9 +61,10 @@ from .rows import (
     run_record,
     timestamp,
 )
+from .schedules import DjangoSchedules
 
 
-class DjangoStore(DjangoRepairs, Store):
+class DjangoStore(DjangoSchedules, DjangoRepairs, Store):
     """With no `db_threads` its calls run in Django's sync thread (`sync_to_async`), sharing the
     caller's connection and transaction, as tests and views need. A runner gives it a pool of
     database threads instead (one connection each): runs then wait on the database in parallel,
