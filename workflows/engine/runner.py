@@ -18,9 +18,9 @@ from dataclasses import replace
 
 from ..core.clock import Clock
 from ..core.exceptions import LeaseLost, StoreUnavailable
-from ..core.records import Commit, RunRecord
+from ..core.records import Commit, RunnerRecord, RunRecord
 from ..storage.base import Store
-from . import defaults
+from . import defaults, presence
 from .definition import Registry
 from .execution import Ended, Execution
 
@@ -34,6 +34,7 @@ SHUTDOWN_GRACE = 30.0  # seconds: how long a stopping runner lets running steps 
 STORE_RETRY_BASE = 0.5  # seconds: first pause after the store failed, doubling ...
 STORE_RETRY_MAX = 30.0  # seconds: ... up to this
 RUN_RETRY_MAX = 2.0  # seconds: an abandoned run is tried again at least this often
+FORGET_RUNNERS_AFTER = dt.timedelta(days=1)  # presence records of runners dead this long go
 
 
 class Runner:
@@ -72,6 +73,8 @@ class Runner:
         self._executions: dict[str, Execution] = {}
         self._wake: asyncio.Event | None = None
         self._stopping = False
+        self._presence: RunnerRecord | None = None  # as registered in the store
+        self._unserved: set[str] = set()  # workflows already reported as served by no live runner
 
     # --- control ---------------------------------------------------------------------------------
 
@@ -100,6 +103,8 @@ class Runner:
             while not self._stopping:
                 self._wake.clear()
                 try:
+                    if self._presence is None:
+                        await self._announce()
                     claimed, free = await self._claim()
                     if claimed and claimed == free:
                         continue  # a full batch: more may be due
@@ -121,6 +126,7 @@ class Runner:
             for helper in helpers:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+            await self._withdraw()
             logger.info("runner %s stopped", self.owner)
 
     async def run_due(self) -> None:
@@ -160,6 +166,7 @@ class Runner:
             return IDLE_POLL  # full: a finishing task wakes us
         loop = asyncio.get_running_loop()
         if loop.time() >= self._next_schedule_check or (until_idle and not self._tasks):
+            await self._look_around()
             when = await self.store.anext_wake_at(owner=self.owner, workflows=self.registry.names())
             if when is not None:
                 heapq.heappush(self._timers, when)
@@ -277,9 +284,77 @@ class Runner:
         except Exception:
             logger.exception("commit hook %r failed (ignored)", hook)
 
+    # --- presence ---------------------------------------------------------------------------------
+
+    async def _announce(self) -> None:
+        """Record this runner's presence, forget runners dead for long, and look around at once:
+        a restarted runner takes its dead predecessor's runs before its first claim."""
+        now = self.clock.now()
+        me = presence.describe_self(
+            owner=self.owner,
+            workflows=self.registry.versions(),
+            lease_seconds=self.lease_seconds,
+            concurrency=self.concurrency,
+            now=now,
+        )
+        await self.store.aregister_runner(me)
+        self._presence = me
+        await self.store.aforget_runners(seen_before=now - FORGET_RUNNERS_AFTER)
+        await self._look_around()
+
+    async def _look_around(self) -> None:
+        """On each read of the schedule: take over the runs of this host's dead runners, and say
+        once per workflow when runs are due that no live runner knows (they would wait silently)."""
+        if self._presence is None:
+            return
+        now = self.clock.now()
+        runners = await self.store.alist_runners()
+        for dead in presence.dead_predecessors(self._presence, runners):
+            expired = await self.store.aexpire_leases(dead.owner, lapsed_at=dead.last_seen, now=now)
+            await self.store.aunregister_runner(dead.owner)
+            logger.warning(
+                "runner %s: runner %s (pid %d on this host) is gone; taking over its %d run(s) now",
+                self.owner,
+                dead.owner,
+                dead.pid,
+                expired,
+            )
+        due = await self.store.adue_elsewhere(self.registry.names(), now=now)
+        served = presence.serving(runners, now)
+        unserved = {name: n for name, n in due.items() if name not in served}
+        for name in sorted(set(unserved) - self._unserved):
+            logger.warning(
+                "%d run(s) of workflow %r are due and no live runner knows that workflow"
+                " (this runner serves %s): they wait until a runner that registers it starts",
+                unserved[name],
+                name,
+                ", ".join(self.registry.names()) or "nothing",
+            )
+        self._unserved = set(unserved)
+
+    async def _refresh_presence(self) -> None:
+        if self._presence is None:
+            return
+        now = self.clock.now()
+        try:
+            if not await self.store.atouch_runner(self.owner, now=now):  # forgotten: announce again
+                await self.store.aregister_runner(replace(self._presence, last_seen=now))
+        except Exception as exc:
+            logger.warning("runner %s: presence not refreshed: %s", self.owner, exc)
+
+    async def _withdraw(self) -> None:
+        if self._presence is None:
+            return
+        try:
+            await self.store.aunregister_runner(self.owner)
+        except Exception as exc:
+            logger.warning("runner %s: presence not removed (it shows as dead later): %s", self.owner, exc)
+        self._presence = None
+
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_seconds)
+            await self._refresh_presence()
             ids = list(self._tasks)
             if not ids:
                 continue

@@ -36,15 +36,17 @@ from ..core.records import (
     MessageRecord,
     Outcome,
     OutgoingMessage,
+    RunnerRecord,
     RunRecord,
     RunStatus,
     lost_attempt_error,
     lost_events_payload,
 )
 from .base import Store
+from .memory_presence import MemoryPresence
 
 
-class MemoryStore(Store):
+class MemoryStore(MemoryPresence, Store):
     def __init__(self) -> None:
         self.runs: dict[str, RunRecord] = {}
         self.entries: dict[int, tuple[str, EntryRecord]] = {}  # id -> (run id, entry)
@@ -55,6 +57,7 @@ class MemoryStore(Store):
         self.event_origins: dict[int, EventOrigin] = {}  # a running step's events: who sent them
         self.superseded_ids: set[int] = set()  # entries an operator's replay replaced (kept)
         self.audits: list[AuditRecord] = []
+        self.runners: dict[str, RunnerRecord] = {}  # runners' presence, by owner
         self._ids = itertools.count(1)
         self._started: set[str] = set()
         self._lock = threading.RLock()

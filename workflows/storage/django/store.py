@@ -50,6 +50,7 @@ from ...core.records import (
 from ...models import Entry, Message, Run
 from ..base import Store
 from . import notify, sql, writes
+from .presence import DjangoPresence
 from .repairs import DjangoRepairs, write_audit
 from .rows import (
     ENTRY_FIELDS,
@@ -62,7 +63,7 @@ from .rows import (
 )
 
 
-class DjangoStore(DjangoRepairs, Store):
+class DjangoStore(DjangoPresence, DjangoRepairs, Store):
     """With no `db_threads` its calls run in Django's sync thread (`sync_to_async`), sharing the
     caller's connection and transaction, as tests and views need. A runner gives it a pool of
     database threads instead (one connection each): runs then wait on the database in parallel,
