@@ -18,7 +18,7 @@ from django.utils.safestring import mark_safe
 
 from workflows.models import AuditEntry, Run
 
-from . import access, actions, declarations, selectors
+from . import access, actions, declarations, runners, selectors
 from .timeline import format_duration
 
 
@@ -220,6 +220,7 @@ class RunAdmin(admin.ModelAdmin):
             "subtitle": str(page.run.id),
             "page": page,
             "run": page.run,
+            "run_banner": runners.run_banner(page.run),
             "can": {name: actions.allowed(request, name) for name in actions.PERMISSIONS},
             "fragment_url": reverse("admin:workflows_run_fragment", args=[page.run.id]),
         }

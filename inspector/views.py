@@ -8,7 +8,9 @@ from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from . import dashboard_selectors, selectors
+from workflows.core.records import RUNNER_DEAD_AFTER_LEASES
+
+from . import dashboard_selectors, runners, selectors
 from .access import view_runs_required
 from .actions import choice_url
 
@@ -27,10 +29,24 @@ def dashboard(request):
             request,
             title="Operator dashboard",
             stats=dashboard_selectors.dashboard_stats(),
+            **_presence(),
             runs=[selectors.run_summary(r) for r in selectors.recent_runs()],
             decisions=[_with_buttons(d) for d in dashboard_selectors.awaiting_decision()],
         ),
     )
+
+
+def _presence() -> dict:
+    """The runners' table and the count of live runs no live runner knows (with the stats)."""
+    cover = runners.coverage()
+    unserved = runners.unserved_runs(cover)
+    return {
+        "runners": runners.runner_rows(cover),
+        "live_runners": len(cover.live),
+        "dead_after_leases": RUNNER_DEAD_AFTER_LEASES,
+        "unserved": unserved,
+        "unserved_total": sum(unserved.values()),
+    }
 
 
 def _with_buttons(decision: dashboard_selectors.Decision) -> dict:
@@ -47,7 +63,7 @@ def _with_buttons(decision: dashboard_selectors.Decision) -> dict:
 @view_runs_required
 def stats_fragment(request):
     return TemplateResponse(
-        request, "inspector/_stats.html", {"stats": dashboard_selectors.dashboard_stats()}
+        request, "inspector/_stats.html", {"stats": dashboard_selectors.dashboard_stats(), **_presence()}
     )
 
 
@@ -60,6 +76,7 @@ def _run_context(request, run_id):
         title=f"{page.run.workflow} {' / '.join(page.run.key)}",
         page=page,
         run=page.run,
+        run_banner=runners.run_banner(page.run),
         fragment_url=reverse("inspector:run_fragment", args=[page.run.id]),
     )
 
