@@ -15,7 +15,7 @@ from ...models import Run, RunnerPresence
 from . import notify
 
 
-def _record(row: RunnerPresence) -> RunnerRecord:
+def runner_record(row: RunnerPresence) -> RunnerRecord:
     return RunnerRecord(
         owner=row.owner,
         host=row.host,
@@ -54,7 +54,7 @@ class DjangoPresence:
         RunnerPresence.objects.filter(owner=owner).delete()
 
     def list_runners(self) -> list[RunnerRecord]:
-        return [_record(row) for row in RunnerPresence.objects.order_by("started_at", "owner")]
+        return [runner_record(row) for row in RunnerPresence.objects.order_by("started_at", "owner")]
 
     def forget_runners(self, *, seen_before: dt.datetime) -> int:
         deleted, _ = RunnerPresence.objects.filter(last_seen__lt=seen_before).delete()
