@@ -60,7 +60,8 @@ def test_sigkill_then_restart__the_new_runner_takes_over_at_once(long_lease):
     assert ledger["takeover one"] == 1 and ledger["takeover two"] == 1  # recorded: never again
     assert ledger["takeover block:start"] == 2 and ledger["takeover four"] == 1
     [lost] = Attempt.objects.filter(entry__run_id=handle.run_id, entry__name="block", outcome="lost")
-    assert dead.owner in lost.error["message"]  # the cut attempt is recorded as for a lapsed lease
+    assert f"runner {dead.owner} died" in lost.error["message"]  # recorded as for a lapsed lease
+    assert "its process on this host is gone" in lost.error["message"]
     assert not RunnerPresence.objects.filter(owner=dead.owner).exists()  # the dead one is forgotten
     assert presence_of(second) is not None
     second.send_signal(signal.SIGTERM)

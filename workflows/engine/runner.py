@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import replace
 
 from ..core.clock import Clock
@@ -75,6 +75,7 @@ class Runner:
         self._stopping = False
         self._presence: RunnerRecord | None = None  # as registered in the store
         self._unserved: set[str] = set()  # workflows already reported as served by no live runner
+        self._dead: set[str] = set()  # runners of this host found dead: their runs were taken over
 
     # --- control ---------------------------------------------------------------------------------
 
@@ -213,7 +214,7 @@ class Runner:
             await self.store.arecover_cut_attempts(
                 run.id,
                 owner=self.owner,
-                reason=_cut_off_by(run),
+                reason=_cut_off_by(run, self._dead),
                 lost_at=run.lease_lapsed_at,
                 now=self.clock.now(),
             )
@@ -311,6 +312,7 @@ class Runner:
         runners = await self.store.alist_runners()
         for dead in presence.dead_predecessors(self._presence, runners):
             expired = await self.store.aexpire_leases(dead.owner, lapsed_at=dead.last_seen, now=now)
+            self._dead.add(dead.owner)
             await self.store.aunregister_runner(dead.owner)
             logger.warning(
                 "runner %s: runner %s (pid %d on this host) is gone; taking over its %d run(s) now",
@@ -391,9 +393,13 @@ class Runner:
             await self.store.arelease(owner=self.owner, run_ids=ids, now=self.clock.now())
 
 
-def _cut_off_by(run: RunRecord) -> str:
-    """Why the attempts of a run's last execution were cut off, for the lost attempts' record."""
+def _cut_off_by(run: RunRecord, dead: Collection[str] = ()) -> str:
+    """Why the attempts of a run's last execution were cut off, for the lost attempts' record;
+    `dead`: the runners whose process this runner saw gone (a same-host takeover)."""
     if not run.previous_owner:
         return "the database failed under the runner"
+    if run.previous_owner in dead:
+        seen = f" (last seen at {run.lease_lapsed_at:%H:%M:%S} UTC)" if run.lease_lapsed_at else ""
+        return f"runner {run.previous_owner} died{seen}: its process on this host is gone, so its runs were taken over at once"
     lapsed = f" (its lease lapsed at {run.lease_lapsed_at:%H:%M:%S} UTC)" if run.lease_lapsed_at else ""
     return f"runner {run.previous_owner} stopped responding{lapsed}"
