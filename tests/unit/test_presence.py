@@ -176,3 +176,22 @@ def test_runner_record_alive_for_a_few_lease_periods():
     record = RunnerRecord(owner="o", host="h", pid=1, started_at=now(), last_seen=now(), lease_seconds=10)
     assert record.alive(record.last_seen + dt.timedelta(seconds=30))
     assert not record.alive(record.last_seen + dt.timedelta(seconds=31))
+
+
+class NoPresenceStore(MemoryStore):
+    """A store whose presence table is missing (a deploy before its migration)."""
+
+    def register_runner(self, runner):
+        raise RuntimeError("no such table: workflows_runnerpresence")
+
+    def list_runners(self):
+        raise RuntimeError("no such table: workflows_runnerpresence")
+
+
+async def test_presence_failing__the_runner_still_runs_its_runs(caplog):
+    store = NoPresenceStore()
+    run, _ = store.get_or_create_run(workflow="wf", key=["k"], version="", initial_state={}, now=now())
+    with caplog.at_level(logging.WARNING, logger="workflows.engine.runner"):
+        await run_until_idle(store)
+    assert store.get_run(run.id).status == "completed"
+    assert any("presence not recorded (trying again later)" in r.getMessage() for r in caplog.records)

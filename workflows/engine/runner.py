@@ -76,6 +76,7 @@ class Runner:
         self._presence: RunnerRecord | None = None  # as registered in the store
         self._unserved: set[str] = set()  # workflows already reported as served by no live runner
         self._dead: set[str] = set()  # runners of this host found dead: their runs were taken over
+        self._announce_at = 0.0  # loop time of the next try to record this runner's presence
 
     # --- control ---------------------------------------------------------------------------------
 
@@ -104,7 +105,7 @@ class Runner:
             while not self._stopping:
                 self._wake.clear()
                 try:
-                    if self._presence is None:
+                    if self._presence is None and asyncio.get_running_loop().time() >= self._announce_at:
                         await self._announce()
                     claimed, free = await self._claim()
                     if claimed and claimed == free:
@@ -289,7 +290,9 @@ class Runner:
 
     async def _announce(self) -> None:
         """Record this runner's presence, forget runners dead for long, and look around at once:
-        a restarted runner takes its dead predecessor's runs before its first claim."""
+        a restarted runner takes its dead predecessor's runs before its first claim. Presence
+        serves operators and takeovers, never the runner's own work: when it cannot be recorded
+        the runner goes on and tries again at its next read of the schedule."""
         now = self.clock.now()
         me = presence.describe_self(
             owner=self.owner,
@@ -298,19 +301,33 @@ class Runner:
             concurrency=self.concurrency,
             now=now,
         )
-        await self.store.aregister_runner(me)
-        self._presence = me
-        await self.store.aforget_runners(seen_before=now - FORGET_RUNNERS_AFTER)
+        try:
+            await self.store.aregister_runner(me)
+            self._presence = me
+            await self.store.aforget_runners(seen_before=now - FORGET_RUNNERS_AFTER)
+        except Exception as exc:
+            self._announce_at = asyncio.get_running_loop().time() + self.schedule_check
+            logger.warning("runner %s: presence not recorded (trying again later): %s", self.owner, exc)
+            return
         await self._look_around()
 
     async def _look_around(self) -> None:
         """On each read of the schedule: take over the runs of this host's dead runners, and say
-        once per workflow when runs are due that no live runner knows (they would wait silently)."""
+        once per workflow when runs are due that no live runner knows (they would wait silently).
+        A failure is logged and left for the next read: the runner's own work goes on."""
         if self._presence is None:
             return
+        try:
+            await self._take_over_and_report(self._presence)
+        except Exception as exc:
+            logger.warning(
+                "runner %s: could not look for dead runners and unserved runs: %s", self.owner, exc
+            )
+
+    async def _take_over_and_report(self, me: RunnerRecord) -> None:
         now = self.clock.now()
         runners = await self.store.alist_runners()
-        for dead in presence.dead_predecessors(self._presence, runners):
+        for dead in presence.dead_predecessors(me, runners):
             expired = await self.store.aexpire_leases(dead.owner, lapsed_at=dead.last_seen, now=now)
             self._dead.add(dead.owner)
             await self.store.aunregister_runner(dead.owner)
