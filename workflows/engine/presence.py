@@ -3,8 +3,8 @@ takeover rests on. A runner may end a dead predecessor's leases at once instead 
 out only when it can prove that process gone: the same host name, the same kernel boot and PID
 namespace (so the pid means the same process to both), and the pid gone, a zombie, or reused by a
 process that started later (the kernel's start time differs). Anything it cannot prove counts as
-alive: the leases then lapse as before. Linux's /proc gives the proof; elsewhere only a pid that no
-longer exists does.
+alive: the leases then lapse as before. Linux's /proc gives the proof; where there is no /proc
+(`machine()` is empty) nothing is ever taken over.
 """
 
 from __future__ import annotations
