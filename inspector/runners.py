@@ -52,7 +52,9 @@ def coverage(now: dt.datetime | None = None) -> Coverage:
 
 
 def _known(workflows: dict[str, list[str]]) -> list[str]:
-    return [f"{name} ({', '.join(v or '—' for v in versions)})" for name, versions in sorted(workflows.items())]
+    return [
+        f"{name} ({', '.join(v or '—' for v in versions)})" for name, versions in sorted(workflows.items())
+    ]
 
 
 def runner_rows(cover: Coverage) -> list[RunnerRow]:
