@@ -38,6 +38,7 @@ def progress_line(stage: str, detail: str | None) -> str:
 
 
 def waited(seconds: float) -> str:
+    """A duration for a person: 42s, 3m05s, 2h10m."""
     seconds = max(0, int(seconds))
     if seconds < 120:
         return f"{seconds}s"
@@ -63,9 +64,10 @@ class RunnerWatch:
             return
         self.next_check = clock + RUNNER_CHECK
         alive = self.handle.runners()
-        if any(run.workflow in r.workflows for r in alive):
+        serving = [r for r in alive if run.workflow in r.workflows]
+        if serving:
             if self.said_at is not None:
-                self.out.write(f"  runner {alive[0].owner} is up: the job goes on\n")
+                self.out.write(f"  runner {serving[0].owner} is up: the job goes on\n")
                 self.said_at = None
             return
         if self.said_at is not None and clock - self.said_at < NO_RUNNER_REPEAT:

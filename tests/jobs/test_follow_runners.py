@@ -65,6 +65,7 @@ def test_follow__silent_while_a_runner_serves_it_and_says_when_one_comes():
     watch = RunnerWatch(handle, out)
     watch.check(handle.info(), None)
     assert "no runner is alive" in out.getvalue()
+    announce("box:7:aaaa", {"invoice": ["1"]})  # alive, but not for this job
     announce("box:7:bbbb", {"aiJob": ["1"]})
     watch.next_check = 0.0  # look again now
     watch.check(handle.info(), None)
