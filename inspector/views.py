@@ -8,7 +8,9 @@ from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from . import dashboard_selectors, selectors
+from workflows.core.records import RUNNER_DEAD_AFTER_LEASES
+
+from . import dashboard_selectors, runners, selectors
 from .access import view_runs_required
 from .actions import choice_url
 
@@ -28,11 +30,25 @@ def dashboard(request):
             title="Operator dashboard",
             stats=dashboard_selectors.dashboard_stats(),
             backlog=dashboard_selectors.backlog(),
+            **_presence(),
             runs=[selectors.run_summary(r) for r in selectors.recent_runs()],
             decisions=[_with_buttons(d) for d in dashboard_selectors.awaiting_decision()],
             limiters=dashboard_selectors.limiter_use(),
         ),
     )
+
+
+def _presence() -> dict:
+    """The runners' table and the count of live runs no live runner knows (with the stats)."""
+    cover = runners.coverage()
+    unserved = runners.unserved_runs(cover)
+    return {
+        "runners": runners.runner_rows(cover),
+        "live_runners": len(cover.live),
+        "dead_after_leases": RUNNER_DEAD_AFTER_LEASES,
+        "unserved": unserved,
+        "unserved_total": sum(unserved.values()),
+    }
 
 
 def _with_buttons(decision: dashboard_selectors.Decision) -> dict:
@@ -51,7 +67,11 @@ def stats_fragment(request):
     return TemplateResponse(
         request,
         "inspector/_stats.html",
-        {"stats": dashboard_selectors.dashboard_stats(), "backlog": dashboard_selectors.backlog()},
+        {
+            "stats": dashboard_selectors.dashboard_stats(),
+            "backlog": dashboard_selectors.backlog(),
+            **_presence(),
+        },
     )
 
 
@@ -64,6 +84,7 @@ def _run_context(request, run_id):
         title=f"{page.run.workflow} {' / '.join(page.run.key)}",
         page=page,
         run=page.run,
+        run_banner=runners.run_banner(page.run),
         fragment_url=reverse("inspector:run_fragment", args=[page.run.id]),
     )
 

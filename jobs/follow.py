@@ -3,6 +3,7 @@ a cursor (so nothing is missed across processes or restarts), drawn with a progr
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import time
@@ -16,6 +17,8 @@ BAR_WIDTH = 20
 POLL = 0.2  # seconds between looks for new events
 # as jobs.workflows.on_error says it, the delay written by workflows.core.durations.format_duration
 RETRY_RE = re.compile(r" failed \(.*\), retrying in \d[\d.]* (ms|s|min|h|d)( \d+ (s|min|h))?$")
+RUNNER_CHECK = 2.0  # seconds between looks at the live runners while the job is not finished
+NO_RUNNER_REPEAT = 30.0  # seconds between repeats of "no runner" while none comes
 
 
 def progress_bar(stage: str) -> str:
@@ -35,13 +38,65 @@ def progress_line(stage: str, detail: str | None) -> str:
     return f"{line:<40} {detail}" if detail else line
 
 
+def waited(seconds: float) -> str:
+    """A duration for a person: 42s, 3m05s, 2h10m."""
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class RunnerWatch:
+    """Says plainly when no live runner can take the job (none alive, or none that knows its
+    workflow) and how long it has waited since it last moved; says so again every
+    NO_RUNNER_REPEAT seconds, and once when a runner comes. Looks every RUNNER_CHECK seconds."""
+
+    def __init__(self, handle: RunHandle, out: TextIO) -> None:
+        self.handle = handle
+        self.out = out
+        self.next_check = 0.0
+        self.said_at: float | None = None  # when "no runner" was last said
+
+    def check(self, run: RunRecord, last_moved: dt.datetime | None) -> None:
+        clock = time.monotonic()
+        if run.status in TERMINAL or clock < self.next_check:
+            return
+        self.next_check = clock + RUNNER_CHECK
+        alive = self.handle.runners()
+        serving = [r for r in alive if run.workflow in r.workflows]
+        if serving:
+            if self.said_at is not None:
+                self.out.write(f"  runner {serving[0].owner} is up: the job goes on\n")
+                self.said_at = None
+            return
+        if self.said_at is not None and clock - self.said_at < NO_RUNNER_REPEAT:
+            return
+        self.said_at = clock
+        since = last_moved or run.created_at or dt.datetime.now(dt.UTC)
+        how_long = waited((dt.datetime.now(dt.UTC) - since).total_seconds())
+        if alive:
+            serves = ", ".join(sorted({name for r in alive for name in r.workflows})) or "nothing"
+            why = f"no live runner knows the workflow {run.workflow} (the {len(alive)} alive serve {serves})"
+        else:
+            why = "no runner is alive"
+        self.out.write(
+            f"  ! {why}: the job has waited {how_long} (since {since:%H:%M:%S} UTC) and waits until one"
+            " starts: python manage.py runworkflows\n"
+        )
+
+
 def follow(handle: RunHandle, out: TextIO, *, timeout: float | None = None, poll: float = POLL) -> RunRecord:
-    """Print the job's progress until its run finishes; returns the finished run."""
+    """Print the job's progress until its run finishes; returns the finished run. Says so when
+    no live runner can take it."""
     deadline = None if timeout is None else time.monotonic() + timeout
     run = handle.info()
     out.write(progress_line(run.state.get("stage", "queued"), None) + "\n")
     out.flush()
     cursor = 0
+    runners = RunnerWatch(handle, out)
+    last_moved: dt.datetime | None = None  # the last event's time: when the job last made progress
     while True:
         # Read the status before the events: events committed with the final step are then
         # printed before we stop.
@@ -49,6 +104,7 @@ def follow(handle: RunHandle, out: TextIO, *, timeout: float | None = None, poll
         events = handle.events(after=cursor)
         for event in events:
             cursor = event.id
+            last_moved = event.created_at
             if event.lost:  # from an attempt a crash cut off: the step ran again
                 continue
             if event.name == LOST_EVENTS:  # lines already printed came from a cut-off attempt
@@ -56,6 +112,7 @@ def follow(handle: RunHandle, out: TextIO, *, timeout: float | None = None, poll
                 out.write(f"  (cut off by a crash or a database failure: {steps} runs again)\n")
             elif event.name == "progress" and isinstance(event.payload, dict):
                 out.write(progress_line(event.payload.get("stage", "?"), event.payload.get("detail")) + "\n")
+        runners.check(run, last_moved)
         out.flush()
         if run.status in TERMINAL and not events:
             return run

@@ -24,6 +24,7 @@ Database:
     workflows.W003  SQLite without `"transaction_mode": "IMMEDIATE"` in OPTIONS
     workflows.W004  (printed by `runworkflows` at start, not a registered check) SQLite, and
                     another runner holds live leases: SQLite serves one runner well, not several
+                    (a dead runner of this host does not count: the new runner takes it over)
     workflows.E013  (raised by `runworkflows` at start) PostgreSQL with a connection pool too
                     small for the runner's database threads and sync steps: it would starve
 The inspector app (when installed):
@@ -344,6 +345,7 @@ def sqlite_shared_runners(now: dt.datetime | None = None, using: str = "default"
         .distinct()
     )
     owners = sorted(held[:4])
+    owners = [o for o in owners if o not in _dead_here(owners, now or timezone.now(), using)]
     if not owners:
         return None
     return checks.Warning(
@@ -354,6 +356,22 @@ def sqlite_shared_runners(now: dt.datetime | None = None, using: str = "default"
         f"{conf.lease_seconds():g} s ago may still hold leases until they lapse.)",
         id="workflows.W004",
     )
+
+
+def _dead_here(owners: list[str], now: dt.datetime, using: str) -> set[str]:
+    """Of these lease owners, the runners of this host whose process has exited: the runner
+    starting takes their runs over at once (engine.presence), so they share nothing with it."""
+    from .core.records import RunnerRecord
+    from .engine import presence
+    from .models import RunnerPresence
+    from .storage.django.presence import runner_record
+
+    here = RunnerRecord(
+        owner="", host=presence.hostname(), pid=os.getpid(), machine=presence.machine(), started_at=now,
+        last_seen=now,
+    )  # fmt: skip
+    rows = RunnerPresence.objects.using(using).filter(owner__in=owners)
+    return {r.owner for r in presence.dead_predecessors(here, [runner_record(row) for row in rows])}
 
 
 def runner_pool_size_needed(db_threads: int, concurrency: int) -> int:

@@ -224,6 +224,33 @@ class AuditEntry(models.Model):
         return f"{self.action} on {self.run_id} by {self.actor}"
 
 
+class RunnerPresence(models.Model):
+    """A runner process while it lives: refreshed with its heartbeat, deleted when it stops
+    gracefully. Tells operators which runners are up and what they serve, and lets a runner that
+    restarts on the same host take over its dead predecessor's runs without waiting out the lease."""
+
+    owner = models.CharField(max_length=100, primary_key=True, help_text="The lease owner id of its runs.")
+    host = models.CharField(max_length=255)
+    pid = models.IntegerField()
+    machine = models.CharField(
+        max_length=200, blank=True, help_text="Kernel boot id and PID namespace: where the pid is valid."
+    )
+    process_start = models.CharField(
+        max_length=64, blank=True, help_text="The process's start time as the kernel counts it."
+    )
+    started_at = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    lease_seconds = models.FloatField()
+    concurrency = models.PositiveIntegerField()
+    workflows = models.JSONField(default=dict, help_text="Workflow name -> the versions it knows.")
+
+    class Meta:
+        ordering = ["started_at", "owner"]
+
+    def __str__(self) -> str:
+        return self.owner
+
+
 class ApiKey(models.Model):
     """A key for the /api/ routes. Only its sha256 is stored; the key itself is shown once."""
 

@@ -65,3 +65,21 @@ def test_web_load_bench__small_sqlite_run_prints_its_table(tmp_path):
     figures = json.loads((tmp_path / "web.json").read_text())
     [rate] = figures["rates"]
     assert rate["sent"] == 10 and rate["ok"] + sum(rate["errors"].values()) == 10
+
+
+@pytest.mark.timeout(600)
+def test_takeover_bench__two_sqlite_rounds_print_the_figures(tmp_path):
+    env = {**os.environ, "BENCH_VAR": str(tmp_path)}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "bench/takeover.py", "--rounds", "2", "--json", str(tmp_path / "takeover.json")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=580,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "restart -> the step starting again" in done.stdout and "target:" in done.stdout, done.stdout
+    figures = json.loads((tmp_path / "takeover.json").read_text())
+    assert figures["rounds"] == 2 and figures["restart_to_step_s"]["max"] < figures["lease_s"]

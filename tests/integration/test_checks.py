@@ -8,6 +8,7 @@ import io
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from django.db import connection
 from django.test import override_settings
 
 from workflows import checks, setup, workflow
+from workflows.core.records import RunnerRecord
+from workflows.engine import presence
 from workflows.storage.django import DjangoStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -273,6 +276,23 @@ def test_w004__lapsed_leases_and_an_empty_table_warn_of_nothing():
     assert checks.sqlite_shared_runners() is None
     _lease_a_run("host-b:202:bbbb", lapsed=True)
     assert checks.sqlite_shared_runners() is None
+
+
+@pytest.mark.django_db
+def test_w004__a_dead_runner_of_this_host_does_not_count():
+    """Its leases are live, but its process is gone: the runner starting takes them over."""
+    _lease_a_run("here:1:dead")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    now = dt.datetime.now(dt.UTC)
+    record = RunnerRecord(
+        owner="here:1:dead", host=presence.hostname(), pid=gone.pid, machine=presence.machine(),
+        started_at=now, last_seen=now,
+    )  # fmt: skip
+    DjangoStore().register_runner(record)
+    assert checks.sqlite_shared_runners() is None
+    DjangoStore().register_runner(replace(record, host="elsewhere"))  # another host's: it counts
+    assert (checks.sqlite_shared_runners() is None) == (connection.vendor != "sqlite")
 
 
 @pytest.mark.django_db(transaction=True)

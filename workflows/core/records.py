@@ -94,6 +94,36 @@ class RunRecord:
     trace_context: dict[str, str] | None = None
 
 
+# A runner whose presence was not refreshed for this many of its lease periods is dead.
+RUNNER_DEAD_AFTER_LEASES = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerRecord:
+    """A runner process as it announces itself in the store: who it is, where it runs, what it
+    serves. Refreshed with its heartbeat, removed when it stops gracefully."""
+
+    owner: str  # the lease owner id its runs carry (`host:pid:uuid8`)
+    host: str
+    pid: int
+    # Where `pid` means something: the kernel's boot id and the process's PID namespace. A
+    # runner may judge another's pid only when both are the same as its own.
+    machine: str = ""
+    process_start: str = ""  # the kernel's start time of `pid` (tells a reused pid apart)
+    started_at: dt.datetime
+    last_seen: dt.datetime
+    lease_seconds: float = 30.0
+    concurrency: int = 1
+    workflows: dict[str, list[str]] = field(default_factory=dict)  # name -> versions it knows
+
+    def dead_after(self) -> dt.timedelta:
+        """How long after its last heartbeat the runner counts as dead."""
+        return dt.timedelta(seconds=RUNNER_DEAD_AFTER_LEASES * self.lease_seconds)
+
+    def alive(self, now: dt.datetime) -> bool:
+        return now - self.last_seen <= self.dead_after()
+
+
 @dataclass(frozen=True, kw_only=True)
 class EntryRecord:
     id: int

@@ -15,7 +15,7 @@ from ..core.clock import Clock
 from ..core.exceptions import BadInput, MessageTimeout, RunFinished, RunNotFound
 from ..core.jsonvalue import normalize
 from ..core.keys import validate_key
-from ..core.records import TERMINAL, EventRecord, MessageRecord, OutgoingMessage, RunRecord
+from ..core.records import TERMINAL, EventRecord, MessageRecord, OutgoingMessage, RunnerRecord, RunRecord
 from ..core.values import ActionContext
 from ..telemetry.tracing import producer_span
 from . import defaults
@@ -166,6 +166,16 @@ class RunHandle:
 
     async def aevents(self, after: int = 0, limit: int = 1000) -> list[EventRecord]:
         return await self._client.store.alist_events(self.run_id, after=after, limit=limit)
+
+    def runners(self) -> list[RunnerRecord]:
+        """The runners alive now (whatever they serve): `workflow in r.workflows` tells whether
+        one can take this run; none means it waits until one starts."""
+        now = self._client.clock.now()
+        return [r for r in self._client.store.list_runners() if r.alive(now)]
+
+    async def arunners(self) -> list[RunnerRecord]:
+        now = self._client.clock.now()
+        return [r for r in await self._client.store.alist_runners() if r.alive(now)]
 
     # --- messages ---
     def _outgoing(self, queue: str, body: Any, trace_context: dict[str, str] | None) -> OutgoingMessage:

@@ -335,6 +335,10 @@ class Registry:
                 f"no limiter named {name!r} is registered (setup(..., limiters=[...]); known: {known})"
             ) from None
 
+    def versions(self) -> dict[str, list[str]]:
+        """Every name with the versions registered for it, latest first (a runner announces them)."""
+        return {name: [wf.version for wf in self._versions[name]] for name in self.names()}
+
     def merged(self, other: Registry) -> Registry:
         clash = set(self._versions) & set(other._versions)
         if clash:

@@ -14,14 +14,14 @@ import os
 import random
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import replace
 
 from ..core.clock import Clock
 from ..core.exceptions import LeaseLost, StoreUnavailable
-from ..core.records import Commit, RunRecord
+from ..core.records import Commit, RunnerRecord, RunRecord
 from ..storage.base import Store
-from . import defaults
+from . import defaults, presence
 from .definition import Registry
 from .execution import Ended, Execution
 from .observers import Observer, Observers, RunnerSample
@@ -40,6 +40,7 @@ STORE_RETRY_BASE = 0.5  # seconds: first pause after the store failed, doubling 
 STORE_RETRY_MAX = 30.0  # seconds: ... up to this
 RUN_RETRY_MAX = 2.0  # seconds: an abandoned run is tried again at least this often
 SAMPLE_EVERY = 5.0  # seconds between the runner's samples of its slots and loop lag (observers)
+FORGET_RUNNERS_AFTER = dt.timedelta(days=1)  # presence records of runners dead this long go
 
 
 class Runner:
@@ -83,6 +84,10 @@ class Runner:
         self._executions: dict[str, Execution] = {}
         self._wake: asyncio.Event | None = None
         self._stopping = False
+        self._presence: RunnerRecord | None = None  # as registered in the store
+        self._unserved: set[str] = set()  # workflows already reported as served by no live runner
+        self._dead: set[str] = set()  # runners of this host found dead: their runs were taken over
+        self._announce_at = 0.0  # loop time of the next try to record this runner's presence
 
     # --- control ---------------------------------------------------------------------------------
 
@@ -121,6 +126,8 @@ class Runner:
             while not self._stopping:
                 self._wake.clear()
                 try:
+                    if self._presence is None and asyncio.get_running_loop().time() >= self._announce_at:
+                        await self._announce()
                     claimed, free = await self._claim()
                     if claimed and claimed == free:
                         continue  # a full batch: more may be due
@@ -142,6 +149,7 @@ class Runner:
             for helper in helpers:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
+            await self._withdraw()
             logger.info("runner %s stopped", self.owner)
 
     async def run_due(self) -> None:
@@ -181,6 +189,7 @@ class Runner:
             return IDLE_POLL  # full: a finishing task wakes us
         loop = asyncio.get_running_loop()
         if loop.time() >= self._next_schedule_check or (until_idle and not self._tasks):
+            await self._look_around()
             when = await self.store.anext_wake_at(owner=self.owner, workflows=self.registry.names())
             if when is not None:
                 heapq.heappush(self._timers, when)
@@ -228,7 +237,7 @@ class Runner:
             await self.store.arecover_cut_attempts(
                 run.id,
                 owner=self.owner,
-                reason=_cut_off_by(run),
+                reason=_cut_off_by(run, self._dead),
                 lost_at=run.lease_lapsed_at,
                 now=self.clock.now(),
             )
@@ -315,9 +324,94 @@ class Runner:
                 logger.exception("runner %s: periodic %r failed; next in %.0fs", self.owner, job, seconds)
             await asyncio.sleep(seconds)
 
+    # --- presence ---------------------------------------------------------------------------------
+
+    async def _announce(self) -> None:
+        """Record this runner's presence, forget runners dead for long, and look around at once:
+        a restarted runner takes its dead predecessor's runs before its first claim. Presence
+        serves operators and takeovers, never the runner's own work: when it cannot be recorded
+        the runner goes on and tries again at its next read of the schedule."""
+        now = self.clock.now()
+        me = presence.describe_self(
+            owner=self.owner,
+            workflows=self.registry.versions(),
+            lease_seconds=self.lease_seconds,
+            concurrency=self.concurrency,
+            now=now,
+        )
+        try:
+            await self.store.aregister_runner(me)
+            self._presence = me
+            await self.store.aforget_runners(seen_before=now - FORGET_RUNNERS_AFTER)
+        except Exception as exc:
+            self._announce_at = asyncio.get_running_loop().time() + self.schedule_check
+            logger.warning("runner %s: presence not recorded (trying again later): %s", self.owner, exc)
+            return
+        await self._look_around()
+
+    async def _look_around(self) -> None:
+        """On each read of the schedule: take over the runs of this host's dead runners, and say
+        once per workflow when runs are due that no live runner knows (they would wait silently).
+        A failure is logged and left for the next read: the runner's own work goes on."""
+        if self._presence is None:
+            return
+        try:
+            await self._take_over_and_report(self._presence)
+        except Exception as exc:
+            logger.warning(
+                "runner %s: could not look for dead runners and unserved runs: %s", self.owner, exc
+            )
+
+    async def _take_over_and_report(self, me: RunnerRecord) -> None:
+        now = self.clock.now()
+        runners = await self.store.alist_runners()
+        for dead in presence.dead_predecessors(me, runners):
+            expired = await self.store.aexpire_leases(dead.owner, lapsed_at=dead.last_seen, now=now)
+            self._dead.add(dead.owner)
+            await self.store.aunregister_runner(dead.owner)
+            logger.warning(
+                "runner %s: runner %s (pid %d on this host) is gone; taking over its %d run(s) now",
+                self.owner,
+                dead.owner,
+                dead.pid,
+                expired,
+            )
+        due = await self.store.adue_elsewhere(self.registry.names(), now=now)
+        served = presence.serving(runners, now)
+        unserved = {name: n for name, n in due.items() if name not in served}
+        for name in sorted(set(unserved) - self._unserved):
+            logger.warning(
+                "%d run(s) of workflow %r are due and no live runner knows that workflow"
+                " (this runner serves %s): they wait until a runner that registers it starts",
+                unserved[name],
+                name,
+                ", ".join(self.registry.names()) or "nothing",
+            )
+        self._unserved = set(unserved)
+
+    async def _refresh_presence(self) -> None:
+        if self._presence is None:
+            return
+        now = self.clock.now()
+        try:
+            if not await self.store.atouch_runner(self.owner, now=now):  # forgotten: announce again
+                await self.store.aregister_runner(replace(self._presence, last_seen=now))
+        except Exception as exc:
+            logger.warning("runner %s: presence not refreshed: %s", self.owner, exc)
+
+    async def _withdraw(self) -> None:
+        if self._presence is None:
+            return
+        try:
+            await self.store.aunregister_runner(self.owner)
+        except Exception as exc:
+            logger.warning("runner %s: presence not removed (it shows as dead later): %s", self.owner, exc)
+        self._presence = None
+
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_seconds)
+            await self._refresh_presence()
             ids = list(self._tasks)
             if not ids:
                 continue
@@ -371,9 +465,13 @@ class Runner:
             await self.store.arelease(owner=self.owner, run_ids=ids, now=self.clock.now())
 
 
-def _cut_off_by(run: RunRecord) -> str:
-    """Why the attempts of a run's last execution were cut off, for the lost attempts' record."""
+def _cut_off_by(run: RunRecord, dead: Collection[str] = ()) -> str:
+    """Why the attempts of a run's last execution were cut off, for the lost attempts' record;
+    `dead`: the runners whose process this runner saw gone (a same-host takeover)."""
     if not run.previous_owner:
         return "the database failed under the runner"
+    if run.previous_owner in dead:
+        seen = f" (last seen at {run.lease_lapsed_at:%H:%M:%S} UTC)" if run.lease_lapsed_at else ""
+        return f"runner {run.previous_owner} died{seen}: its process on this host is gone, so its runs were taken over at once"
     lapsed = f" (its lease lapsed at {run.lease_lapsed_at:%H:%M:%S} UTC)" if run.lease_lapsed_at else ""
     return f"runner {run.previous_owner} stopped responding{lapsed}"

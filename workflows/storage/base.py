@@ -24,6 +24,7 @@ from ..core.records import (
     EventRecord,
     MessageRecord,
     OutgoingMessage,
+    RunnerRecord,
     RunRecord,
 )
 from ..core.schedules import RunStart, ScheduleDeclaration, ScheduleRecord
@@ -104,6 +105,39 @@ class Store(ABC):
     @abstractmethod
     def available_messages(self, run_id: str, queues: list[str] | None, limit: int) -> list[MessageRecord]:
         """Oldest unconsumed messages of the run on those queues (None: all)."""
+
+    # --- runners' presence ---
+    @abstractmethod
+    def register_runner(self, runner: RunnerRecord) -> None:
+        """Record a runner's presence (replacing any record of the same owner)."""
+
+    @abstractmethod
+    def touch_runner(self, owner: str, *, now: dt.datetime) -> bool:
+        """Its heartbeat: `last_seen = now`. False when no record of `owner` is left (it was
+        forgotten as dead): the runner registers again."""
+
+    @abstractmethod
+    def unregister_runner(self, owner: str) -> None:
+        """Remove the runner's record (a graceful stop, or a dead runner taken over)."""
+
+    @abstractmethod
+    def list_runners(self) -> list[RunnerRecord]:
+        """Every runner record, alive or not (`RunnerRecord.alive` tells), oldest first."""
+
+    @abstractmethod
+    def forget_runners(self, *, seen_before: dt.datetime) -> int:
+        """Remove the records of runners not seen since `seen_before`; returns how many."""
+
+    @abstractmethod
+    def expire_leases(self, owner: str, *, lapsed_at: dt.datetime, now: dt.datetime) -> int:
+        """A dead runner's runs: end the leases `owner` still holds at `lapsed_at` (no later than
+        `now`), so any runner claims them at once, as it would a lapsed lease (the claim marks them
+        taken over, and their cut attempts are recorded lost). Returns how many runs."""
+
+    @abstractmethod
+    def due_elsewhere(self, workflows: list[str], *, now: dt.datetime, limit: int = 50) -> dict[str, int]:
+        """Workflows other than `workflows` with runs due now (pending, or waiting past their
+        wake time), and how many: work a runner serving `workflows` sees and cannot take."""
 
     # --- callers' side ---
     @abstractmethod
@@ -249,6 +283,13 @@ class Store(ABC):
     aacquire_limit = _twin("acquire_limit")
     arelease_limit = _twin("release_limit")
     alist_events = _twin("list_events")
+    aregister_runner = _twin("register_runner")
+    atouch_runner = _twin("touch_runner")
+    aunregister_runner = _twin("unregister_runner")
+    alist_runners = _twin("list_runners")
+    aforget_runners = _twin("forget_runners")
+    aexpire_leases = _twin("expire_leases")
+    adue_elsewhere = _twin("due_elsewhere")
     areplay = _twin("replay")
     aretry_now = _twin("retry_now")
     acancel = _twin("cancel")

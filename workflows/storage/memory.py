@@ -38,6 +38,7 @@ from ..core.records import (
     MessageRecord,
     Outcome,
     OutgoingMessage,
+    RunnerRecord,
     RunRecord,
     RunStatus,
     lost_attempt_error,
@@ -45,6 +46,7 @@ from ..core.records import (
 )
 from ..core.schedules import LAST_RUNS, REPLACED_EVENT, RunStart, ScheduleDeclaration, ScheduleRecord
 from .base import Store
+from .memory_presence import MemoryPresence
 
 
 def _use_figures(uses: list[SlotUse], now: dt.datetime) -> dict[str, int]:
@@ -56,7 +58,7 @@ def _use_figures(uses: list[SlotUse], now: dt.datetime) -> dict[str, int]:
     }
 
 
-class MemoryStore(Store):
+class MemoryStore(MemoryPresence, Store):
     def __init__(self) -> None:
         self.runs: dict[str, RunRecord] = {}
         self.entries: dict[int, tuple[str, EntryRecord]] = {}  # id -> (run id, entry)
@@ -67,6 +69,7 @@ class MemoryStore(Store):
         self.event_origins: dict[int, EventOrigin] = {}  # a running step's events: who sent them
         self.superseded_ids: set[int] = set()  # entries an operator's replay replaced (kept)
         self.audits: list[AuditRecord] = []
+        self.runners: dict[str, RunnerRecord] = {}  # runners' presence, by owner
         self._ids = itertools.count(1)
         self._started: set[str] = set()
         self.detached: set[str] = set()  # runs replaced under their key: the key finds them no more

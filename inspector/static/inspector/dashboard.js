@@ -119,4 +119,6 @@
     };
   }
   connect();
+  // Runners come and go without a run changing: re-read the figures and the runners now and then.
+  setInterval(refreshStats, 15000);
 })();

@@ -51,6 +51,7 @@ from ...core.records import (
 from ...models import Entry, Message, Run
 from ..base import Store
 from . import limits, notify, sql, writes
+from .presence import DjangoPresence
 from .repairs import DjangoRepairs, write_audit
 from .rows import (
     ENTRY_FIELDS,
@@ -64,7 +65,7 @@ from .rows import (
 from .schedules import DjangoSchedules
 
 
-class DjangoStore(DjangoSchedules, DjangoRepairs, Store):
+class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     """With no `db_threads` its calls run in Django's sync thread (`sync_to_async`), sharing the
     caller's connection and transaction, as tests and views need. A runner gives it a pool of
     database threads instead (one connection each): runs then wait on the database in parallel,
