@@ -4,6 +4,7 @@ Importing this package never touches the database or Django's app registry.
 """
 
 from .core.clock import Clock, FakeClock
+from .core.concurrency import Concurrency
 from .core.exceptions import (
     BadInput,
     ChildFailed,
@@ -40,6 +41,7 @@ __all__ = [
     "BadInput",
     "ChildFailed",
     "Clock",
+    "Concurrency",
     "CriticalError",
     "ErrorContext",
     "ErrorEvent",

@@ -61,6 +61,15 @@ class Run(models.Model):
     trace_context = models.JSONField(
         null=True, blank=True, help_text="W3C trace context of the request that started the run (tracing on)."
     )
+    # Claims take higher priority first, FIFO (due time, then id) within one (-100..100).
+    priority = models.SmallIntegerField(default=0)
+    # `workflow(..., concurrency=Concurrency(...))`: the group the run counts in, named at its
+    # start ("<workflow>" or "<workflow>/<key>"); NULL for a workflow with no concurrency limit.
+    concurrency_group = models.CharField(max_length=300, null=True, blank=True)
+    # A run due while its group was full, set aside by a claim: `wake_at` NULL (out of the claim's
+    # way), its due time kept here (its place in line). A run of its group leaving `running` puts
+    # the first one back (wake_at = held_at).
+    held_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -68,6 +77,24 @@ class Run(models.Model):
         ]
         indexes = [
             models.Index(fields=["wake_at"], name="workflows_run_wake", condition=Q(wake_at__isnull=False)),
+            # The claim: a workflow's due runs in claim order (priority desc, due time, id).
+            models.Index(
+                fields=["workflow", "-priority", "wake_at", "id"],
+                name="workflows_run_claim",
+                condition=Q(wake_at__isnull=False),
+            ),
+            # Runs of concurrency groups executing now (the claim counts them per group).
+            models.Index(
+                fields=["concurrency_group", "wake_at"],
+                name="workflows_run_executing",
+                condition=Q(status=RunStatus.RUNNING, concurrency_group__isnull=False),
+            ),
+            # Runs set aside in a full group, in the order they come back.
+            models.Index(
+                fields=["concurrency_group", "-priority", "held_at", "id"],
+                name="workflows_run_held",
+                condition=Q(held_at__isnull=False),
+            ),
             models.Index(fields=["status", "-created_at"], name="workflows_run_status"),
             models.Index(fields=["workflow", "-created_at"], name="workflows_run_workflow"),
             models.Index(fields=["-created_at"], name="workflows_run_created"),

@@ -2,6 +2,7 @@
 real database."""
 
 from tests.unit.test_children import *  # noqa: F403
+from tests.unit.test_concurrency import *  # noqa: F403
 from tests.unit.test_engine import *  # noqa: F403
 from tests.unit.test_flow import *  # noqa: F403
 from tests.unit.test_idempotency_key import *  # noqa: F403

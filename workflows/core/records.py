@@ -92,6 +92,8 @@ class RunRecord:
     # The W3C trace context (traceparent, tracestate) of the request that started the run, as
     # `opentelemetry.propagate.inject` wrote it; None when no tracing was configured.
     trace_context: dict[str, str] | None = None
+    priority: int = 0  # claims take higher priority first, FIFO within one
+    concurrency_group: str | None = None  # the group it counts in (workflow(..., concurrency=...))
 
 
 # A runner whose presence was not refreshed for this many of its lease periods is dead.
@@ -257,6 +259,10 @@ class OutgoingMessage:
     # Dropped, not refused, when the target run has ended: a child's end reported to a parent that
     # is gone (cancelled, failed) must not fail the child's own last commit.
     drop_if_ended: bool = False
+    # The priority the target run takes (None: it keeps its own); a run this message creates
+    # starts in `concurrency_group`.
+    priority: int | None = None
+    concurrency_group: str | None = None
     trace_context: dict[str, str] | None = None  # the sender's; also the created run's
 
 
@@ -271,6 +277,8 @@ class ChildStart:
     initial_state: dict[str, Any]
     parent_queue: str  # where the child reports its end to the parent
     trace_context: dict[str, str] | None = None  # the parent's: the child continues its trace
+    priority: int = 0
+    concurrency_group: str | None = None  # the child's group (its workflow's concurrency)
 
 
 CHILD_QUEUE_PREFIX = "$child:"  # internal queues: a user's queue name never starts with "$"

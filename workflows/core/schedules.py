@@ -63,3 +63,5 @@ class RunStart:
     version: str
     initial_state: dict[str, Any]
     fire_time: dt.datetime
+    concurrency_group: str | None = None  # its workflow's group for the key (workflow(concurrency=...))
+    priority: int = 0

@@ -93,6 +93,8 @@ async def child(
                 initial_state=initial,
                 parent_queue=queue,
                 trace_context=ex.run.trace_context,
+                priority=ex.run.priority,  # a child runs at its parent's priority
+                concurrency_group=target.group(workflow, key),
             ),
         )
         raise Suspend(None, (queue,))

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..core.clock import Clock
+from ..core.concurrency import check_priority
 from ..core.exceptions import BadInput, MessageTimeout, RunFinished, RunNotFound
 from ..core.jsonvalue import normalize
 from ..core.keys import validate_key
@@ -51,8 +52,10 @@ class WorkflowClient:
         state: Mapping[str, Any] | None,
         on_conflict: str,
         debounce: float | None,
+        priority: int,
     ) -> dict[str, Any]:
-        """Checked before anything is written: a bad key, option or state changes nothing."""
+        """Checked before anything is written: a bad key, option, priority or state (or a failing
+        concurrency key function) changes nothing."""
         if on_conflict not in ON_CONFLICT:
             raise BadInput(f"on_conflict must be one of {', '.join(ON_CONFLICT)}, not {on_conflict!r}")
         if debounce is not None and (
@@ -65,12 +68,16 @@ class WorkflowClient:
             )
         if state is not None and not isinstance(state, Mapping):
             raise BadInput(f"state must be a dict of initial state values, not {type(state).__name__}")
+        check_priority(priority)
         initial = self.definition.initial_state()
         if state:
             initial = normalize({**initial, **state}, "initial state")
+        key = validate_key(key)
         return {
             "workflow": self.name,
-            "key": validate_key(key),
+            "key": key,
+            "priority": priority,
+            "concurrency_group": self.definition.group(self.name, key),
             "version": self.definition.version,
             "initial_state": initial,
             "now": self.clock.now(),
@@ -83,15 +90,17 @@ class WorkflowClient:
         state: Mapping[str, Any] | None = None,
         on_conflict: str = "existing",
         debounce: float | None = None,
+        priority: int = 0,
     ) -> RunHandle:
         """The run of this key, created (and started) when missing: a stable key makes starts
         idempotent (traced as a PRODUCER span whose context a new run keeps, tracing on). `state` is merged over the workflow's initial state of a run this creates.
+        `priority` (-100..100, default 0) orders a new run's claims: higher first, FIFO within one.
         `on_conflict`: "existing" (the default) returns the run the key already has, finished or
         not; "replace" detaches that run from the key (asking it to cancel when it is live) and
         starts a new one under the key. `debounce=N` (seconds): the run starts N seconds after the
         last such start of the key; each one that comes before the run has started pushes it back
         and replaces its `state`."""
-        args = self._start_args(key, state, on_conflict, debounce)
+        args = self._start_args(key, state, on_conflict, debounce, priority)
         with producer_span("start", self.name) as producer:
             if on_conflict == "existing" and debounce is None:
                 run, created = self.store.get_or_create_run(**args, trace_context=producer.carrier)
@@ -109,8 +118,9 @@ class WorkflowClient:
         state: Mapping[str, Any] | None = None,
         on_conflict: str = "existing",
         debounce: float | None = None,
+        priority: int = 0,
     ) -> RunHandle:
-        args = self._start_args(key, state, on_conflict, debounce)
+        args = self._start_args(key, state, on_conflict, debounce, priority)
         with producer_span("start", self.name) as producer:
             if on_conflict == "existing" and debounce is None:
                 run, created = await self.store.aget_or_create_run(**args, trace_context=producer.carrier)
@@ -178,28 +188,48 @@ class RunHandle:
         return [r for r in await self._client.store.alist_runners() if r.alive(now)]
 
     # --- messages ---
-    def _outgoing(self, queue: str, body: Any, trace_context: dict[str, str] | None) -> OutgoingMessage:
+    def _outgoing(
+        self, queue: str, body: Any, trace_context: dict[str, str] | None, priority: int | None = None
+    ) -> OutgoingMessage:
         spec = self._client.definition.queue_spec(queue, self.workflow)
         return OutgoingMessage(
             queue=queue,
             body=spec.validate(f"queue {self.workflow}.{queue}", body),
             run_id=self.run_id,
             trace_context=trace_context,
+            priority=None if priority is None else check_priority(priority),
         )
 
-    def send(self, queue: str, body: Any = None, *, wait: bool = False, timeout: float = 30.0) -> Any:
+    def send(
+        self,
+        queue: str,
+        body: Any = None,
+        *,
+        wait: bool = False,
+        timeout: float = 30.0,
+        priority: int | None = None,
+    ) -> Any:
         """Store a message for the run and return it. With `wait`, block until the run completes
         it and return the response instead (MessageTimeout after `timeout` s; it stays queued).
-        Traced as a PRODUCER span whose context the message keeps (tracing on)."""
+        With `priority` (-100..100) the run takes that priority for its claims from now on (a
+        start message's priority). Traced as a PRODUCER span whose context the message keeps."""
         with producer_span("send", self.workflow, queue=queue, run_id=self.run_id) as producer:
-            outgoing = self._outgoing(queue, body, producer.carrier)
+            outgoing = self._outgoing(queue, body, producer.carrier, priority)
             message = self._client.store.send(outgoing, now=self._client.clock.now())
             producer.produced(message_id=message.id)
         return self.response(message.id, timeout=timeout) if wait else message
 
-    async def asend(self, queue: str, body: Any = None, *, wait: bool = False, timeout: float = 30.0) -> Any:
+    async def asend(
+        self,
+        queue: str,
+        body: Any = None,
+        *,
+        wait: bool = False,
+        timeout: float = 30.0,
+        priority: int | None = None,
+    ) -> Any:
         with producer_span("send", self.workflow, queue=queue, run_id=self.run_id) as producer:
-            outgoing = self._outgoing(queue, body, producer.carrier)
+            outgoing = self._outgoing(queue, body, producer.carrier, priority)
             message = await self._client.store.asend(outgoing, now=self._client.clock.now())
             producer.produced(message_id=message.id)
         return await self.aresponse(message.id, timeout=timeout) if wait else message

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.clock import Clock
+from ..core.concurrency import Concurrency
 from ..core.exceptions import (
     BadInput,
     InvalidMessage,
@@ -165,9 +166,21 @@ class Workflow:
     on_error: Callable[[Any, Any], Any] | None = None
     version: str = ""
     labels: tuple[str, ...] = ()  # state keys naming a run in the inspector: title first
+    # `Concurrency(max=2, key=lambda run: run.key[0])`: at most 2 runs of one group (here, per first
+    # key part) execute at once across every runner; the others wait, holding nothing, in claim order.
+    concurrency: Concurrency | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", _checked_labels(self.labels))
+        if self.concurrency is not None and not isinstance(self.concurrency, Concurrency):
+            raise TypeError(
+                f"concurrency= takes Concurrency(max=..., key=...), not {type(self.concurrency).__name__}"
+            )
+
+    def group(self, name: str, key: Sequence[str]) -> str | None:
+        """The concurrency group a new run of `key` joins (None: no limit); BadInput when the
+        key function fails, before anything is written."""
+        return None if self.concurrency is None else self.concurrency.group(name, key)
 
     def initial_state(self) -> dict[str, Any]:
         state = self.state() if self.state else {}
@@ -230,6 +243,7 @@ def workflow(
     on_error: Callable[[Any, Any], Any] | None = None,
     version: str | None = None,
     labels: Sequence[str] = (),
+    concurrency: Concurrency | None = None,
 ) -> Workflow:
     """Declare a workflow. `version` defaults to a fingerprint of `run`'s source. `labels` are the
     state keys whose values name a run in the inspector and on the dashboard: the first is its
@@ -247,6 +261,7 @@ def workflow(
         on_error=on_error,
         version=version or _code_version(run),
         labels=_checked_labels(labels),
+        concurrency=concurrency,
     )
 
 
@@ -324,6 +339,15 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self.workflows)
+
+    def concurrency_caps(self) -> dict[str, int]:
+        """Each workflow whose latest definition limits its concurrency, with its max: what this
+        code's claims enforce."""
+        return {
+            name: wf.concurrency.max
+            for name, wf in sorted(self.workflows.items())
+            if wf.concurrency is not None
+        }
 
     def limiter(self, name: str) -> Limiter:
         """The limiter a step names with `limit=`."""

@@ -326,6 +326,7 @@ class Execution:
             version=target.version,
             initial_state=target.initial_state(),
             trace_context=self.run.trace_context,
+            concurrency_group=target.group(workflow, key),
         )
 
     def call_on_error(self, event: ErrorEvent) -> ErrorContext | None:

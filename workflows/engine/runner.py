@@ -88,6 +88,7 @@ class Runner:
         self._unserved: set[str] = set()  # workflows already reported as served by no live runner
         self._dead: set[str] = set()  # runners of this host found dead: their runs were taken over
         self._announce_at = 0.0  # loop time of the next try to record this runner's presence
+        self._caps = registry.concurrency_caps()  # workflow -> max runs of a group at once
 
     # --- control ---------------------------------------------------------------------------------
 
@@ -174,6 +175,7 @@ class Runner:
             limit=free,
             lease_seconds=self.lease_seconds,
             now=now,
+            concurrency=self._caps,
         )
         while self._timers and self._timers[0] <= now:  # due timers were just claimed (or taken)
             heapq.heappop(self._timers)
@@ -190,7 +192,11 @@ class Runner:
         loop = asyncio.get_running_loop()
         if loop.time() >= self._next_schedule_check or (until_idle and not self._tasks):
             await self._look_around()
-            when = await self.store.anext_wake_at(owner=self.owner, workflows=self.registry.names())
+            # Runs due in a full group are not waited for: a slot's release wakes us (a finishing
+            # run of ours, or another runner's NOTIFY), else its holder's lease expiry does.
+            when = await self.store.anext_wake_at(
+                owner=self.owner, workflows=self.registry.names(), concurrency=self._caps
+            )
             if when is not None:
                 heapq.heappush(self._timers, when)
             self._next_schedule_check = loop.time() + self.schedule_check

@@ -117,12 +117,14 @@ class Schedule:
             **definition.initial_state(),
             SCHEDULE_STATE: {"name": self.name, "fire_time": local.isoformat()},
         }
+        key = self.run_key(fire_time)
         return RunStart(
             workflow=self.workflow,
-            key=self.run_key(fire_time),
+            key=key,
             version=definition.version,
             initial_state=state,
             fire_time=fire_time,
+            concurrency_group=definition.group(self.workflow, key),
         )
 
     def declaration(self, now: dt.datetime) -> ScheduleDeclaration:

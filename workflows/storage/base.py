@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..core.concurrency import GroupUse
 from ..core.limits import Grant, Limiter
 from ..core.records import (
     NOT_EDITED,
@@ -51,9 +52,12 @@ class Store(ABC):
         initial_state: dict[str, Any],
         now: dt.datetime,
         trace_context: dict[str, str] | None = None,
+        priority: int = 0,
+        concurrency_group: str | None = None,
     ) -> tuple[RunRecord, bool]:
         """The run of (workflow, key), created runnable when missing; a stable key makes starts
-        idempotent. `trace_context` (the starter's W3C carrier) is kept with a new run only."""
+        idempotent. `trace_context` (the starter's W3C carrier), `priority` and
+        `concurrency_group` are kept with a new run only."""
 
     @abstractmethod
     def get_run(self, run_id: str) -> RunRecord:
@@ -66,13 +70,33 @@ class Store(ABC):
     # --- the runner's side ---
     @abstractmethod
     def claim(
-        self, *, owner: str, workflows: list[str], limit: int, lease_seconds: float, now: dt.datetime
+        self,
+        *,
+        owner: str,
+        workflows: list[str],
+        limit: int,
+        lease_seconds: float,
+        now: dt.datetime,
+        concurrency: Mapping[str, int] | None = None,
     ) -> list[RunRecord]:
-        """Take up to `limit` runnable runs of `workflows` (due, or whose lease lapsed) for `owner`."""
+        """Take up to `limit` runnable runs of `workflows` (due, or whose lease lapsed) for `owner`,
+        higher priority first, then by due time and id. `concurrency` (workflow -> max, the
+        caller's code): a run of such a workflow with a group is taken only while fewer than max
+        runs of its group execute under a live lease, counting the ones this claim takes."""
 
     @abstractmethod
-    def next_wake_at(self, *, owner: str, workflows: list[str]) -> dt.datetime | None:
-        """When the earliest run of `workflows` not held by `owner` is due (None: nothing scheduled)."""
+    def next_wake_at(
+        self, *, owner: str, workflows: list[str], concurrency: Mapping[str, int] | None = None
+    ) -> dt.datetime | None:
+        """When the earliest run of `workflows` not held by `owner` is due (None: nothing scheduled).
+        Runs held back in a full group (per `concurrency`) do not count, at the latest once a
+        claim has seen them: their group's executing runs' lease expiries do (a slot frees then
+        at the latest; a run of the group leaving `running` notifies before)."""
+
+    @abstractmethod
+    def concurrency_use(self, caps: Mapping[str, int], *, now: dt.datetime) -> list[GroupUse]:
+        """For the dashboard and the inspector: the groups of the workflows in `caps` that have
+        runs executing or due, with how many of each, busiest first."""
 
     @abstractmethod
     def heartbeat(
@@ -211,6 +235,8 @@ class Store(ABC):
         now: dt.datetime,
         replace: bool = False,
         debounce: float | None = None,
+        priority: int = 0,
+        concurrency_group: str | None = None,
     ) -> tuple[RunRecord, bool]:
         """`get_or_create_run` with start options, in one transaction. With `debounce` (seconds),
         a run of the key that has not started yet is pushed back to start `debounce` seconds from
@@ -271,6 +297,7 @@ class Store(ABC):
     afind_run = _twin("find_run")
     aclaim = _twin("claim")
     anext_wake_at = _twin("next_wake_at")
+    aconcurrency_use = _twin("concurrency_use")
     aheartbeat = _twin("heartbeat")
     arelease = _twin("release")
     arecover_cut_attempts = _twin("recover_cut_attempts")

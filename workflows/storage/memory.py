@@ -11,10 +11,11 @@ import datetime as dt
 import itertools
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any, cast
 
+from ..core.concurrency import GroupUse, admit
 from ..core.exceptions import BadInput, ChildConflict, LeaseLost, RunBusy, RunFinished, RunNotFound
 from ..core.jsonvalue import normalize
 from ..core.limits import WINDOW, Grant, Limiter, SlotUse, decide
@@ -90,6 +91,8 @@ class MemoryStore(MemoryPresence, Store):
         initial_state: dict[str, Any],
         now: dt.datetime,
         trace_context: dict[str, str] | None = None,
+        priority: int = 0,
+        concurrency_group: str | None = None,
     ) -> tuple[RunRecord, bool]:
         with self._lock:
             for run in self.runs.values():
@@ -105,6 +108,8 @@ class MemoryStore(MemoryPresence, Store):
                 created_at=now,
                 wake_at=now,
                 trace_context=dict(trace_context) if trace_context else None,
+                priority=priority,
+                concurrency_group=concurrency_group,
             )
             self.runs[run.id] = run
             return self._copy(run), True
@@ -133,10 +138,13 @@ class MemoryStore(MemoryPresence, Store):
         now: dt.datetime,
         replace: bool = False,
         debounce: float | None = None,
+        priority: int = 0,
+        concurrency_group: str | None = None,
     ) -> tuple[RunRecord, bool]:
+        new_run: dict[str, Any] = {"priority": priority, "concurrency_group": concurrency_group}
         with self._lock:
             run, created = self.get_or_create_run(
-                workflow=workflow, key=key, version=version, initial_state=initial_state, now=now
+                workflow=workflow, key=key, version=version, initial_state=initial_state, now=now, **new_run
             )
             wake = now + dt.timedelta(seconds=debounce or 0)
             if created:
@@ -150,7 +158,7 @@ class MemoryStore(MemoryPresence, Store):
                 return run, False
             self.detached.add(old.id)
             new, _ = self.get_or_create_run(
-                workflow=workflow, key=key, version=version, initial_state=initial_state, now=now
+                workflow=workflow, key=key, version=version, initial_state=initial_state, now=now, **new_run
             )
             self.runs[new.id] = _replaced(self.runs[new.id], wake_at=wake)
             if old.status not in TERMINAL:
@@ -211,7 +219,13 @@ class MemoryStore(MemoryPresence, Store):
                 return None
             runs = [
                 self.get_or_create_run(
-                    workflow=s.workflow, key=s.key, version=s.version, initial_state=s.initial_state, now=now
+                    workflow=s.workflow,
+                    key=s.key,
+                    version=s.version,
+                    initial_state=s.initial_state,
+                    now=now,
+                    priority=s.priority,
+                    concurrency_group=s.concurrency_group,
                 )[0]
                 for s in starts
             ]
@@ -256,10 +270,17 @@ class MemoryStore(MemoryPresence, Store):
 
     # --- runner side ---
     def claim(
-        self, *, owner: str, workflows: list[str], limit: int, lease_seconds: float, now: dt.datetime
+        self,
+        *,
+        owner: str,
+        workflows: list[str],
+        limit: int,
+        lease_seconds: float,
+        now: dt.datetime,
+        concurrency: Mapping[str, int] | None = None,
     ) -> list[RunRecord]:
         with self._lock:
-            due = sorted(
+            due = sorted(  # claim order: priority desc, then due time (a stable sort keeps FIFO)
                 (
                     r
                     for r in self.runs.values()
@@ -268,10 +289,18 @@ class MemoryStore(MemoryPresence, Store):
                     and r.status in LIVE
                     and r.workflow in workflows
                 ),
-                key=lambda r: cast(dt.datetime, r.wake_at),  # never None: filtered above
-            )[:limit]
+                key=lambda r: (-r.priority, cast(dt.datetime, r.wake_at)),  # never None: filtered above
+            )
+            taken = set(
+                admit(
+                    [(r.id, r.workflow, r.concurrency_group) for r in due],
+                    self._executing(now),
+                    dict(concurrency or {}),
+                    limit,
+                )
+            )
             claimed: list[RunRecord] = []
-            for run in due:
+            for run in (r for r in due if r.id in taken):
                 held = replace(
                     run,
                     status=RunStatus.RUNNING,
@@ -292,8 +321,23 @@ class MemoryStore(MemoryPresence, Store):
                 self._started.add(run.id)
             return claimed
 
-    def next_wake_at(self, *, owner: str, workflows: list[str]) -> dt.datetime | None:
+    def _executing(self, now: dt.datetime | None) -> dict[str, int]:
+        """Runs of each group executing: running under a lease that has not lapsed at `now`
+        (None: every running run, as the store's schedule sees them)."""
+        counts: dict[str, int] = {}
+        for r in self.runs.values():
+            if r.concurrency_group is None or r.status != RunStatus.RUNNING:
+                continue
+            if now is None or (r.wake_at is not None and r.wake_at > now):
+                counts[r.concurrency_group] = counts.get(r.concurrency_group, 0) + 1
+        return counts
+
+    def next_wake_at(
+        self, *, owner: str, workflows: list[str], concurrency: Mapping[str, int] | None = None
+    ) -> dt.datetime | None:
         with self._lock:
+            caps = dict(concurrency or {})
+            executing = self._executing(None)
             times = [
                 r.wake_at
                 for r in self.runs.values()
@@ -301,8 +345,30 @@ class MemoryStore(MemoryPresence, Store):
                 and r.status in LIVE
                 and r.workflow in workflows
                 and not (r.status == RunStatus.RUNNING and r.lease_owner == owner)
+                and not _held_back(r, executing, caps)
             ]
             return min(times) if times else None
+
+    def concurrency_use(self, caps: Mapping[str, int], *, now: dt.datetime) -> list[GroupUse]:
+        with self._lock:
+            executing = self._executing(now)
+            waiting: dict[str, int] = {}
+            workflow_of: dict[str, str] = {}
+            for r in self.runs.values():
+                group = r.concurrency_group
+                if group is None or r.workflow not in caps or r.status not in LIVE or r.wake_at is None:
+                    continue
+                workflow_of[group] = r.workflow
+                if r.wake_at <= now:
+                    waiting[group] = waiting.get(group, 0) + 1
+            uses = [
+                GroupUse(
+                    group=g, workflow=w, running=executing.get(g, 0), max=caps[w], waiting=waiting.get(g, 0)
+                )
+                for g, w in workflow_of.items()
+                if executing.get(g, 0) or waiting.get(g, 0)
+            ]
+            return sorted(uses, key=lambda u: (-u.running - u.waiting, u.group))
 
     def heartbeat(
         self, *, owner: str, run_ids: list[str], lease_seconds: float, now: dt.datetime
@@ -486,6 +552,7 @@ class MemoryStore(MemoryPresence, Store):
         child, created = self.get_or_create_run(
             workflow=start.workflow, key=start.key, version=start.version,
             initial_state=start.initial_state, now=now, trace_context=start.trace_context,
+            priority=start.priority, concurrency_group=start.concurrency_group,
         )  # fmt: skip
         if created:
             self.runs[child.id] = replace(
@@ -504,12 +571,15 @@ class MemoryStore(MemoryPresence, Store):
             run, _ = self.get_or_create_run(
                 workflow=outgoing.workflow, key=outgoing.key, version=outgoing.version,
                 initial_state=outgoing.initial_state or {}, now=now, trace_context=outgoing.trace_context,
+                priority=outgoing.priority or 0, concurrency_group=outgoing.concurrency_group,
             )  # fmt: skip
             run = self.runs[run.id]
         if run.status in TERMINAL:
             if outgoing.drop_if_ended:
                 return None
             raise RunFinished(f"run {run.id} is {run.status}; it takes no more messages")
+        if outgoing.priority is not None:
+            run = self.runs[run.id] = replace(run, priority=outgoing.priority)
         if run.status in (RunStatus.PENDING, RunStatus.WAITING):
             self.runs[run.id] = replace(run, wake_at=now)
         message = MessageRecord(
@@ -690,6 +760,14 @@ class MemoryStore(MemoryPresence, Store):
 
 
 _replaced = replace  # the dataclasses function, under a name the methods' `replace` flag does not shadow
+
+
+def _held_back(run: RunRecord, executing: dict[str, int], caps: dict[str, int]) -> bool:
+    """A run that is not executing, in a group whose slots are all taken."""
+    group = run.concurrency_group
+    if group is None or run.workflow not in caps or run.status == RunStatus.RUNNING:
+        return False
+    return executing.get(group, 0) >= caps[run.workflow]
 
 
 def _not_started(run: RunRecord, started: set[str]) -> bool:

@@ -32,6 +32,8 @@ def run_record(run: Run) -> RunRecord:
         parent_id=str(run.parent_id) if run.parent_id else None,
         parent_queue=run.parent_queue or None,
         trace_context=run.trace_context,
+        priority=run.priority,
+        concurrency_group=run.concurrency_group,
     )
 
 
@@ -52,6 +54,7 @@ def message_record(m: Message) -> MessageRecord:
 RUN_COLUMNS = (
     "id", "workflow", "key", "version", "status", "state", "result", "error", "created_at", "wake_at",
     "lease_owner", "cancel_requested", "epoch", "parent_id", "parent_queue", "trace_context",
+    "priority", "concurrency_group",
 )  # fmt: skip
 
 
@@ -89,6 +92,8 @@ def run_from_row(row: tuple[Any, ...], fresh: bool = False, taken_over: bool = F
         parent_id=str(uuid.UUID(str(values["parent_id"]))) if values["parent_id"] else None,
         parent_queue=values["parent_queue"] or None,
         trace_context=_json_value(values["trace_context"]),
+        priority=int(values["priority"]),
+        concurrency_group=values["concurrency_group"],
         fresh=fresh,
         taken_over=taken_over,
     )

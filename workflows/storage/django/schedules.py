@@ -54,10 +54,13 @@ class DjangoSchedules:
         now: dt.datetime,
         replace: bool = False,
         debounce: float | None = None,
+        priority: int = 0,
+        concurrency_group: str | None = None,
     ) -> tuple[RunRecord, bool]:
+        new_run: dict[str, Any] = {"priority": priority, "concurrency_group": concurrency_group}
         for attempt in range(CONFLICT_RETRIES):
             try:
-                return _start_run(workflow, key, version, initial_state, now, replace, debounce)
+                return _start_run(workflow, key, version, initial_state, now, replace, debounce, new_run)
             except IntegrityError:  # another start created the key meanwhile: go again
                 if attempt == CONFLICT_RETRIES - 1:
                     raise
@@ -97,7 +100,13 @@ class DjangoSchedules:
                 return None
             runs = [
                 self.get_or_create_run(  # type: ignore[attr-defined]
-                    workflow=s.workflow, key=s.key, version=s.version, initial_state=s.initial_state, now=now
+                    workflow=s.workflow,
+                    key=s.key,
+                    version=s.version,
+                    initial_state=s.initial_state,
+                    now=now,
+                    priority=s.priority,
+                    concurrency_group=s.concurrency_group,
                 )[0]
                 for s in starts
             ]
@@ -146,6 +155,7 @@ def _start_run(
     now: dt.datetime,
     replace: bool,
     debounce: float | None,
+    new_run: dict[str, Any],
 ) -> tuple[RunRecord, bool]:
     key_text, key_hash = key_identity(key)
     wake = now + dt.timedelta(seconds=debounce or 0)
@@ -167,7 +177,7 @@ def _start_run(
                     old.wake_at = now
                     fields.append("wake_at")
             old.save(update_fields=fields)
-        new = writes.create_run(workflow, key, version, initial_state, now)
+        new = writes.create_run(workflow, key, version, initial_state, now, **new_run)
         if wake != now:
             new.wake_at = wake
             new.save(update_fields=["wake_at"])

@@ -48,23 +48,114 @@ def _typed(kind: str, on_pg: bool) -> str:
 
 # --- claims and leases ---------------------------------------------------------------------------------
 
+_WAS = "started_at AS was_started, status AS was_status, lease_owner AS was_owner, wake_at AS was_due"
+CLAIM_ORDER = "priority DESC, wake_at, id"  # higher priority first, FIFO within one (the claim index)
 CLAIM_DUE = (
-    "SELECT id AS claim_id, started_at AS was_started, status AS was_status, lease_owner AS was_owner,"
-    " wake_at AS was_due FROM workflows_run WHERE wake_at <= %s"
-    " AND status IN (%s, %s, %s) AND workflow IN ({names}) ORDER BY wake_at LIMIT %s"
+    f"SELECT id AS claim_id, {_WAS} FROM workflows_run WHERE wake_at <= %s"
+    f" AND status IN (%s, %s, %s) AND workflow IN ({{names}}) ORDER BY {CLAIM_ORDER} LIMIT %s"
+)
+# Runs of concurrency groups: the first due runs (in claim order) of groups that have a free slot,
+# at most `max - executing` of a group, executing meaning running under a live lease (a crashed
+# runner's run stops counting when its lease lapses). Only correct while no other claim of these
+# workflows runs at once: on PostgreSQL the caller holds GROUP_LOCK first (and this statement's
+# snapshot is taken after it has it); SQLite serialises writers anyway.
+CLAIM_GROUPED = (
+    "WITH caps (workflow, cap) AS (VALUES {caps}),"
+    " busy AS (SELECT concurrency_group AS g, COUNT(*) AS n FROM workflows_run"
+    " WHERE status = %s AND concurrency_group IS NOT NULL AND wake_at > %s AND workflow IN ({names})"
+    " GROUP BY concurrency_group),"
+    " due AS (SELECT r.id, r.workflow, r.concurrency_group AS g, r.priority, r.wake_at FROM workflows_run r"
+    " WHERE r.wake_at <= %s AND r.status IN (%s, %s, %s) AND r.workflow IN ({names})"
+    " AND NOT EXISTS (SELECT 1 FROM busy JOIN caps ON caps.workflow = r.workflow"
+    " WHERE busy.g = r.concurrency_group AND busy.n >= caps.cap)"
+    f" ORDER BY {CLAIM_ORDER} LIMIT %s),"
+    " ranked AS (SELECT due.id, due.workflow, due.g,"
+    " ROW_NUMBER() OVER (PARTITION BY due.g ORDER BY due.priority DESC, due.wake_at, due.id) AS nth FROM due),"
+    " admitted AS (SELECT ranked.id FROM ranked JOIN caps ON caps.workflow = ranked.workflow"
+    " LEFT JOIN busy ON busy.g = ranked.g WHERE ranked.g IS NULL OR ranked.nth + COALESCE(busy.n, 0) <= caps.cap)"
+    f" SELECT id AS claim_id, {_WAS} FROM workflows_run WHERE id IN (SELECT id FROM admitted)"
+    f" ORDER BY {CLAIM_ORDER} LIMIT %s"
+)
+# Before that claim: set aside the due runs of groups that are full (wake_at NULL, their due time
+# kept in held_at), so neither this claim nor the next ones pass them again: runs held back cost
+# claims nothing. A run of the group leaving `running` puts the first one back (UNPARK).
+PARK_HELD = (
+    "WITH caps (workflow, cap) AS (VALUES {caps}),"
+    " busy AS (SELECT concurrency_group AS g, workflow AS w, COUNT(*) AS n FROM workflows_run"
+    " WHERE status = %s AND concurrency_group IS NOT NULL AND wake_at > %s AND workflow IN ({names})"
+    " GROUP BY concurrency_group, workflow)"
+    " UPDATE workflows_run SET held_at = COALESCE(held_at, wake_at), wake_at = NULL"
+    " WHERE wake_at <= %s AND status IN (%s, %s, %s) AND workflow IN ({names}) AND concurrency_group IN"
+    " (SELECT busy.g FROM busy JOIN caps ON caps.workflow = busy.w WHERE busy.n >= caps.cap)"
+)
+# The first run set aside in a group (priority, then its due time) becomes due again at its due
+# time, so it keeps its place in line. SKIP LOCKED: two runs ending at once put back two.
+_FIRST_HELD = (
+    "SELECT h.id FROM workflows_run h WHERE h.concurrency_group = {group} AND h.held_at IS NOT NULL"
+    " AND h.wake_at IS NULL AND h.status IN (%s, %s, %s)"
+    " ORDER BY h.priority DESC, h.held_at, h.id LIMIT 1{lock}"
+)
+UNPARK = (
+    "UPDATE workflows_run SET wake_at = held_at, held_at = NULL WHERE held_at IS NOT NULL AND wake_at IS NULL"
+    " AND id IN ({first})"
+)
+UNPARK_PG = (  # the first held run picked and locked ONCE: a locking subquery in the UPDATE could
+    # be run again per row, skipping the rows this statement already updated and taking the next
+    "WITH first AS MATERIALIZED ({first}) UPDATE workflows_run SET wake_at = held_at, held_at = NULL"
+    " WHERE held_at IS NOT NULL AND wake_at IS NULL AND id IN (SELECT id FROM first)"
+)
+
+
+def unpark(group: str | None = None, after: str = "") -> tuple[str, list[Any]]:
+    """UNPARK of `group`'s first held run; with `after` (PostgreSQL's one-statement commit), of
+    the group of the run that CTE updated (`after.concurrency_group`)."""
+    on_pg = pg()
+    where = f"(SELECT {after}.concurrency_group FROM {after})" if after else "%s"
+    first = _FIRST_HELD.format(group=where, lock=" FOR UPDATE SKIP LOCKED" if on_pg else "")
+    params: list[Any] = [] if after else [group]
+    return (UNPARK_PG if on_pg else UNPARK).format(first=first), [*params, *LIVE]
+
+
+def park_held(caps: dict[str, int], now: dt.datetime) -> tuple[str, list[Any]]:
+    names = list(caps)
+    statement = PARK_HELD.format(
+        caps=", ".join(["(%s, CAST(%s AS INTEGER))"] * len(names)), names=marks(len(names))
+    )
+    params: list[Any] = [v for name in names for v in (name, caps[name])]
+    return statement, [*params, RunStatus.RUNNING, t(now), *names, t(now), *LIVE, *names]
+
+
+# PostgreSQL: one claim of grouped runs per workflow at a time, across every runner (released when
+# the claim's transaction ends). Taken in name order, so two runners never wait on each other.
+GROUP_LOCK_SPACE = 0x57464C57  # "WFLW": this project's advisory locks, apart from others'
+GROUP_LOCK = (
+    "SELECT pg_advisory_xact_lock(%s, hashtext(w))::text"
+    " FROM (SELECT w FROM unnest(%s::text[]) AS w ORDER BY w) AS names"
 )
 CLAIM_LEASE = (
     "UPDATE workflows_run SET status = %s, lease_owner = %s, wake_at = %s, updated_at = %s, transitioned_at = %s,"
     " started_at = COALESCE(workflows_run.started_at, %s)"
 )
-HEARTBEAT = (
-    "UPDATE workflows_run SET wake_at = %s WHERE lease_owner = %s AND status = %s"
+HEARTBEAT = (  # held_at: a lapsed run set aside while its runner was only slow is its own again
+    "UPDATE workflows_run SET wake_at = %s, held_at = NULL WHERE lease_owner = %s AND status = %s"
     " AND id IN ({ids}) RETURNING id, cancel_requested"
 )
 
 
 def claim_due(workflows: list[str], limit: int, now: dt.datetime) -> tuple[str, list[Any]]:
     return CLAIM_DUE.format(names=marks(len(workflows))), [t(now), *LIVE, *workflows, limit]
+
+
+def claim_grouped(caps: dict[str, int], pool: int, limit: int, now: dt.datetime) -> tuple[str, list[Any]]:
+    """CLAIM_GROUPED for workflow -> max `caps`: admit up to `limit` from the first `pool` due runs
+    of groups not full."""
+    names = list(caps)
+    statement = CLAIM_GROUPED.format(
+        caps=", ".join(["(%s, CAST(%s AS INTEGER))"] * len(names)), names=marks(len(names))
+    )
+    params: list[Any] = [v for name in names for v in (name, caps[name])]
+    params += [RunStatus.RUNNING, t(now), *names, t(now), *LIVE, *names, pool, limit]
+    return statement, params
 
 
 def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple[str, list[Any]]:
@@ -75,8 +166,9 @@ def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple
 
 INSERT_RUN_IF_NEW = (
     "WITH new AS (INSERT INTO workflows_run (id, workflow, key, key_text, key_hash, version, status, state,"
-    " created_at, updated_at, transitioned_at, wake_at, lease_owner, cancel_requested, epoch, trace_context)"
-    " VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, '', FALSE, 0, %s::jsonb)"
+    " created_at, updated_at, transitioned_at, wake_at, lease_owner, cancel_requested, epoch, trace_context,"
+    " priority, concurrency_group)"
+    " VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, '', FALSE, 0, %s::jsonb, %s, %s)"
     " ON CONFLICT (workflow, key_hash) DO NOTHING RETURNING {columns})"
     " SELECT {columns}, pg_notify(%s, '')::text FROM new"
 )
@@ -105,7 +197,7 @@ def run_update(commit: Commit, now: dt.datetime, on_pg: bool) -> tuple[str, list
         params.append(j(commit.state))
     transition = commit.transition
     if transition is not None:  # only a transition moves an indexed column (see Run.transitioned_at)
-        sets += ["status = %s", "transitioned_at = %s"]
+        sets += ["status = %s", "transitioned_at = %s", "held_at = NULL"]
         params += [transition.status, t(now)]
         if transition.status in TERMINAL:
             sets += ["wake_at = NULL", "lease_owner = ''", "finished_at = %s", "result = %s", "error = %s"]
@@ -231,9 +323,11 @@ COMPLETE_MESSAGE = (
 )
 MESSAGE_WAITING = "SELECT 1 FROM workflows_message WHERE run_id = %s AND consumed_at IS NULL"
 WAKE_RUN = "UPDATE workflows_run SET wake_at = %s WHERE id = %s"
-# Locks the target row (even when no wake is due), so a suspension racing with a send sees it.
+# Locks the target row (even when no wake is due), so a suspension racing with a send sees it. A
+# message sent with a priority gives the run that priority (a start message's priority).
 WAKE_FOR_MESSAGE = (
-    "UPDATE workflows_run SET wake_at = CASE WHEN status IN (%s, %s) THEN %s ELSE wake_at END"
+    "UPDATE workflows_run SET wake_at = CASE WHEN status IN (%s, %s) THEN %s ELSE wake_at END,"
+    " priority = COALESCE(CAST(%s AS SMALLINT), priority)"
     " WHERE id = %s AND status IN (%s, %s, %s)"
 )
 INSERT_MESSAGE = (

@@ -14,7 +14,7 @@ import datetime as dt
 import functools
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -30,7 +30,9 @@ from django.db import (
     connections,
     transaction,
 )
+from django.db.models import Count, Q
 
+from ...core.concurrency import GroupUse
 from ...core.exceptions import LeaseLost, RunNotFound, StoreUnavailable
 from ...core.keys import key_identity
 from ...core.limits import Grant, Limiter
@@ -109,17 +111,22 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         initial_state: dict[str, Any],
         now: dt.datetime,
         trace_context: dict[str, str] | None = None,
+        priority: int = 0,
+        concurrency_group: str | None = None,
     ) -> tuple[RunRecord, bool]:
         key_hash = key_identity(key)[1]
+        new_run: dict[str, Any] = {"priority": priority, "concurrency_group": concurrency_group}
         if sql.pg():  # one statement creates it (and wakes runners) unless the key is taken
-            created = writes.insert_run_if_new(workflow, key, version, initial_state, now, trace_context)
+            created = writes.insert_run_if_new(
+                workflow, key, version, initial_state, now, trace_context, **new_run
+            )
             if created is not None:
                 return created, True
         existing = Run.objects.filter(workflow=workflow, key_hash=key_hash).first()
         if existing is not None:
             return run_record(existing), False
         try:
-            run = writes.start_run(workflow, key, version, initial_state, now, trace_context)
+            run = writes.start_run(workflow, key, version, initial_state, now, trace_context, **new_run)
         except IntegrityError:  # created meanwhile by another caller with the same key
             return run_record(Run.objects.get(workflow=workflow, key_hash=key_hash)), False
         return run_record(run), True
@@ -139,36 +146,29 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     # --- the runner's side ----------------------------------------------------------------------
 
     def claim(
-        self, *, owner: str, workflows: list[str], limit: int, lease_seconds: float, now: dt.datetime
+        self,
+        *,
+        owner: str,
+        workflows: list[str],
+        limit: int,
+        lease_seconds: float,
+        now: dt.datetime,
+        concurrency: Mapping[str, int] | None = None,
     ) -> list[RunRecord]:
-        """One statement: pick due runs (SKIP LOCKED on PostgreSQL), lease them, return them whole,
-        each marked `fresh` when it never ran before (no history to load)."""
-        if not workflows:
-            return []
-        due, due_params = sql.claim_due(workflows, limit, now)
-        lease, lease_params = sql.claim_lease(owner, now + dt.timedelta(seconds=lease_seconds), now)
-        columns = ", ".join("workflows_run." + c for c in RUN_COLUMNS)
-        if sql.pg():  # one statement is atomic by itself: no BEGIN and COMMIT round trips
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"{lease} FROM ({due} FOR UPDATE SKIP LOCKED) AS claimed"
-                    f" WHERE workflows_run.id = claimed.claim_id"
-                    f" RETURNING {columns}, claimed.was_started, claimed.was_status, claimed.was_owner,"
-                    f" claimed.was_due",
-                    lease_params + due_params,
-                )
-                rows = cursor.fetchall()
-        else:  # SQLite: the IMMEDIATE transaction excludes other writers between the two statements
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(due, due_params)
-                was = {str(uuid.UUID(str(row[0]))): row[1:] for row in cursor.fetchall()}
-                if not was:
-                    return []
-                cursor.execute(
-                    f"{lease} WHERE id IN ({sql.marks(len(was))}) RETURNING {columns}",
-                    lease_params + [sql.rid(rid) for rid in was],
-                )
-                rows = [(*row, *was[str(uuid.UUID(str(row[0])))]) for row in cursor.fetchall()]
+        """Workflows with no concurrency limit: one statement picks due runs (SKIP LOCKED on
+        PostgreSQL), leases them and returns them whole, each marked `fresh` when it never ran
+        before (no history to load). Workflows with one: `CLAIM_GROUPED` under their advisory
+        lock. Higher priority first, FIFO within one."""
+        caps = {name: cap for name, cap in sorted((concurrency or {}).items()) if name in workflows}
+        plain = [name for name in workflows if name not in caps]
+        lease = sql.claim_lease(owner, now + dt.timedelta(seconds=lease_seconds), now)
+        rows = []
+        if plain:
+            rows += _claim(sql.claim_due(plain, limit, now), lease)
+        if caps and len(rows) < limit:
+            free = limit - len(rows)
+            pick = sql.claim_grouped(caps, max(free * 4, 32), free, now)
+            rows += _claim(pick, lease, lock=list(caps), park=sql.park_held(caps, now))
         runs = []
         for *row, was_started, was_status, was_owner, was_due in rows:
             run = replace(run_from_row(tuple(row), fresh=was_started is None), due_at=timestamp(was_due))
@@ -177,9 +177,14 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
                     run, taken_over=True, previous_owner=was_owner, lease_lapsed_at=timestamp(was_due)
                 )
             runs.append(run)
-        return sorted(runs, key=lambda r: r.wake_at or now)
+        return sorted(runs, key=lambda r: (-r.priority, r.due_at or now, r.id))
 
-    def next_wake_at(self, *, owner: str, workflows: list[str]) -> dt.datetime | None:
+    def next_wake_at(
+        self, *, owner: str, workflows: list[str], concurrency: Mapping[str, int] | None = None
+    ) -> dt.datetime | None:
+        """One query, whatever `concurrency`: a claim sets the runs due in a full group aside (wake_at
+        NULL, see sql.PARK_HELD), so they are not seen here; one that became due since the last
+        claim costs one more claim, which sets it aside."""
         return (
             Run.objects.filter(wake_at__isnull=False, status__in=LIVE, workflow__in=workflows)
             .exclude(status=RunStatus.RUNNING, lease_owner=owner)
@@ -187,6 +192,35 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             .values_list("wake_at", flat=True)
             .first()
         )
+
+    def concurrency_use(self, caps: Mapping[str, int], *, now: dt.datetime) -> list[GroupUse]:
+        if not caps:
+            return []
+        rows = (
+            Run.objects.filter(
+                concurrency_group__isnull=False,
+                workflow__in=list(caps),
+                status__in=LIVE,
+            )
+            .filter(Q(wake_at__isnull=False) | Q(held_at__isnull=False))
+            .values("concurrency_group", "workflow")
+            .annotate(
+                running=Count("id", filter=Q(status=RunStatus.RUNNING, wake_at__gt=now)),
+                waiting=Count("id", filter=Q(wake_at__lte=now) | Q(held_at__isnull=False)),
+            )
+        )
+        uses = [
+            GroupUse(
+                group=str(row["concurrency_group"]),
+                workflow=row["workflow"],
+                running=row["running"],
+                max=caps[row["workflow"]],
+                waiting=row["waiting"],
+            )
+            for row in rows
+            if row["running"] or row["waiting"]
+        ]
+        return sorted(uses, key=lambda u: (-u.running - u.waiting, u.group))
 
     def heartbeat(
         self, *, owner: str, run_ids: list[str], lease_seconds: float, now: dt.datetime
@@ -294,6 +328,50 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         """PostgreSQL: LISTEN for the NOTIFY that every send and start issues on commit.
         SQLite: PRAGMA data_version moves when another connection commits (it reads no table)."""
         await notify.watch(self.run_sync, wake)
+
+
+def _claim(
+    pick: tuple[str, list[Any]],
+    lease: tuple[str, list[Any]],
+    lock: list[str] | None = None,
+    park: tuple[str, list[Any]] | None = None,
+) -> list[Any]:
+    """Lease the runs `pick` selects (id and was-columns): rows of RUN_COLUMNS then the was-columns.
+    With `lock` (PostgreSQL), first take those workflows' group lock in the same transaction;
+    `park` runs (in it) before the pick."""
+    due, due_params = pick
+    statement, lease_params = lease
+    columns = ", ".join("workflows_run." + c for c in RUN_COLUMNS)
+    if sql.pg():
+        with contextlib.ExitStack() as stack:
+            if lock:  # the claim's snapshot must be taken after the lock: a statement of its own
+                stack.enter_context(transaction.atomic())
+            cursor = stack.enter_context(connection.cursor())
+            if lock:
+                cursor.execute(sql.GROUP_LOCK, [sql.GROUP_LOCK_SPACE, lock])
+            if park:
+                cursor.execute(*park)
+            cursor.execute(
+                f"{statement} FROM ({due} FOR UPDATE SKIP LOCKED) AS claimed"
+                f" WHERE workflows_run.id = claimed.claim_id"
+                f" RETURNING {columns}, claimed.was_started, claimed.was_status, claimed.was_owner,"
+                f" claimed.was_due",
+                lease_params + due_params,
+            )
+            return cursor.fetchall()
+    # SQLite: the IMMEDIATE transaction excludes other writers between the two statements
+    with transaction.atomic(), connection.cursor() as cursor:
+        if park:
+            cursor.execute(*park)
+        cursor.execute(due, due_params)
+        was = {str(uuid.UUID(str(row[0]))): row[1:] for row in cursor.fetchall()}
+        if not was:
+            return []
+        cursor.execute(
+            f"{statement} WHERE id IN ({sql.marks(len(was))}) RETURNING {columns}",
+            lease_params + [sql.rid(rid) for rid in was],
+        )
+        return [(*row, *was[str(uuid.UUID(str(row[0])))]) for row in cursor.fetchall()]
 
 
 def _reconnecting(fn: Callable[..., Any]) -> Callable[..., Any]:

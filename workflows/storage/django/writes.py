@@ -62,7 +62,9 @@ def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datet
     sets, params = sql.run_update(commit, now, on_pg=True)
     where, fence_params = sql.fence(rid, owner, commit)
     params += fence_params
-    ctes = [f"r AS (UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested)"]
+    ctes = [
+        f"r AS (UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group)"
+    ]
     entry_select = "NULL::bigint"
     if commit.entries:
         [(write, attempt)] = commit.entries
@@ -84,11 +86,23 @@ def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datet
         params += [rid, sql.t(now)]
         for name, payload, scope, step, number in events:
             params += [name, sql.j(payload), scope, step, number]
+    slot_freed = "NULL"
+    if commit.transition is not None:  # a grouped run leaving `running` frees its group's slot:
+        # the first run set aside in the group is due again, and runners waiting for a slot look
+        ctes.append(
+            "n AS (SELECT pg_notify(%s, '')::text AS sent FROM r WHERE r.concurrency_group IS NOT NULL)"
+        )
+        params.append(NOTIFY_CHANNEL)
+        statement, unpark_params = sql.unpark(after="r")
+        ctes.append(f"u AS ({statement} RETURNING id)")
+        params += unpark_params
+        slot_freed = "(SELECT COUNT(*) FROM n)"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH {', '.join(ctes)} SELECT (SELECT cancel_requested FROM r), {entry_select}", params
+            f"WITH {', '.join(ctes)} SELECT (SELECT cancel_requested FROM r), {entry_select}, {slot_freed}",
+            params,
         )
-        cancel_requested, entry_id = cursor.fetchone()
+        cancel_requested, entry_id, _notified = cursor.fetchone()
     if cancel_requested is None:
         raise LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
     return CommitResult(
@@ -106,7 +120,8 @@ def _commit_statements(
         sets, params = sql.run_update(commit, now, on_pg)
         where, fence_params = sql.fence(rid, owner, commit)
         cursor.execute(
-            f"UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested", params + fence_params
+            f"UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group",
+            params + fence_params,
         )
         fenced = cursor.fetchone()
         if fenced is None:
@@ -143,7 +158,12 @@ def _commit_statements(
             insert_message(cursor, outgoing, now)
         for start in commit.children:
             start_child(run_id, start, now)
-        if commit.messages or commit.children:
+        # A grouped run leaving `running` frees a slot of its group: the first run set aside in it
+        # is due again, and runners waiting for a slot look.
+        freed = commit.transition is not None and fenced[1] is not None
+        if freed:
+            cursor.execute(*sql.unpark(fenced[1]))
+        if commit.messages or commit.children or freed:
             notify(cursor)
         transition = commit.transition
         if transition is not None and transition.status == RunStatus.WAITING:
@@ -224,6 +244,8 @@ def create_run(
     parent_id: str | None = None,
     parent_queue: str | None = None,
     trace_context: dict[str, str] | None = None,
+    priority: int = 0,
+    concurrency_group: str | None = None,
 ) -> Run:
     """A new run, runnable at once. The caller holds a transaction (and notifies)."""
     key_text, key_hash = key_identity(key)
@@ -242,6 +264,8 @@ def create_run(
         transitioned_at=now,
         wake_at=now,
         trace_context=trace_context or None,
+        priority=priority,
+        concurrency_group=concurrency_group,
     )
 
 
@@ -252,6 +276,8 @@ def insert_run_if_new(
     initial_state: dict[str, Any],
     now: dt.datetime,
     trace_context: dict[str, str] | None = None,
+    priority: int = 0,
+    concurrency_group: str | None = None,
 ) -> RunRecord | None:
     """PostgreSQL: a new run, runnable at once, and the NOTIFY that wakes runners, in ONE statement
     (no look-up, savepoint or separate notify first: the start of a run costs one round trip).
@@ -261,7 +287,7 @@ def insert_run_if_new(
     params = [
         sql.rid(str(uuid.uuid4())), workflow, sql.j(key), key_text, key_hash, version, RunStatus.PENDING,
         sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now), sql.t(now), sql.j(trace_context or None),
-        NOTIFY_CHANNEL,
+        priority, concurrency_group, NOTIFY_CHANNEL,
     ]  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(sql.INSERT_RUN_IF_NEW.format(columns=columns), params)
@@ -276,11 +302,16 @@ def start_run(
     initial_state: dict[str, Any],
     now: dt.datetime,
     trace_context: dict[str, str] | None = None,
+    priority: int = 0,
+    concurrency_group: str | None = None,
 ) -> Run:
     """A new run in a transaction of its own (a savepoint inside the caller's), runners woken when
     it commits. IntegrityError when the workflow already has a run of that key."""
     with transaction.atomic():
-        run = create_run(workflow, key, version, initial_state, now, trace_context=trace_context)
+        run = create_run(
+            workflow, key, version, initial_state, now, trace_context=trace_context, priority=priority,
+            concurrency_group=concurrency_group,
+        )  # fmt: skip
         notify_now()
     return run
 
@@ -291,7 +322,7 @@ def send_to_run(outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
     assert outgoing.run_id is not None
     rid = sql.rid(outgoing.run_id)
     params = [
-        RunStatus.PENDING, RunStatus.WAITING, sql.t(now), rid, *LIVE,
+        RunStatus.PENDING, RunStatus.WAITING, sql.t(now), outgoing.priority, rid, *LIVE,
         outgoing.queue, sql.j(outgoing.body), sql.t(now), sql.j(outgoing.trace_context or None), NOTIFY_CHANNEL,
     ]  # fmt: skip
     with connection.cursor() as cursor:
@@ -319,6 +350,7 @@ def start_child(parent_id: str, start: ChildStart, now: dt.datetime) -> None:
                 create_run(
                     start.workflow, start.key, start.version, start.initial_state, now,
                     parent_id=parent_id, parent_queue=start.parent_queue, trace_context=start.trace_context,
+                    priority=start.priority, concurrency_group=start.concurrency_group,
                 )  # fmt: skip
                 return
             except IntegrityError:
@@ -344,7 +376,8 @@ def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> 
                 try:
                     run = create_run(
                         outgoing.workflow, outgoing.key, outgoing.version, outgoing.initial_state or {}, now,
-                        trace_context=outgoing.trace_context,
+                        trace_context=outgoing.trace_context, priority=outgoing.priority or 0,
+                        concurrency_group=outgoing.concurrency_group,
                     )  # fmt: skip
                     target = (run.id, run.status)
                 except IntegrityError:
@@ -358,7 +391,10 @@ def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> 
             return None
         raise RunFinished(f"run {run_pk} is {status}; it takes no more messages")
     rid = sql.rid(str(run_pk))
-    cursor.execute(sql.WAKE_FOR_MESSAGE, [RunStatus.PENDING, RunStatus.WAITING, sql.t(now), rid, *LIVE])
+    cursor.execute(
+        sql.WAKE_FOR_MESSAGE,
+        [RunStatus.PENDING, RunStatus.WAITING, sql.t(now), outgoing.priority, rid, *LIVE],
+    )
     if cursor.rowcount != 1:
         if outgoing.drop_if_ended:
             return None
