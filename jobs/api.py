@@ -16,9 +16,11 @@ from ninja.errors import HttpError, ValidationError
 from pydantic import ValidationError as PydanticValidationError
 
 from inspector.access import run_stream_token
+from workflows import BadInput
 from workflows.api import ErrorOut
 from workflows.api_auth import ApiKeyAuth
 from workflows.api_parser import JsonTooDeep, parse_json
+from workflows.core.concurrency import check_priority
 from workflows.models import ApiKey
 
 from .schemas import JobStart
@@ -94,8 +96,12 @@ _ERRORS = {400: ErrorOut, 401: ErrorOut, 413: ErrorOut, 422: ErrorOut}
     description="Answers 202 once the job's start message is stored; the runner does the rest.",
 )
 def create_job(request: HttpRequest):
-    job = _job_start(_json_object(request))
-    submitted = job_submit(job.model_dump(), idempotency_key=_idempotency_key(request), owner=_owner(request))
+    data = _json_object(request)
+    priority = _job_priority(data)
+    job = _job_start(data)
+    submitted = job_submit(
+        job.model_dump(), idempotency_key=_idempotency_key(request), owner=_owner(request), priority=priority
+    )
     return Status(
         202,
         {
@@ -146,6 +152,15 @@ def _json_object(request: HttpRequest) -> dict[str, Any]:
             [{"loc": ["body"], "msg": "the body must be a JSON object", "type": "dict_type"}]
         )
     return data
+
+
+def _job_priority(data: dict[str, Any]) -> int:
+    """The optional `priority` of the body (-100..100, default 0; higher jobs start first), taken
+    out of it: the rest is the start message."""
+    try:
+        return check_priority(data.pop("priority", 0))
+    except BadInput as exc:
+        raise ValidationError([{"type": "priority", "loc": ["body", "priority"], "msg": str(exc)}]) from None
 
 
 def _job_start(data: dict[str, Any]) -> JobStart:

@@ -44,15 +44,20 @@ def body_hash(body: dict[str, Any]) -> str:
 
 
 def job_submit(
-    body: dict[str, Any], *, idempotency_key: str | None = None, owner: ApiKey | None = None
+    body: dict[str, Any],
+    *,
+    idempotency_key: str | None = None,
+    owner: ApiKey | None = None,
+    priority: int = 0,
 ) -> Submitted:
     """Start a job: its run, its start message and its owner (the API key `owner`, if any) are
     stored in one transaction, so a failure leaves nothing. With `idempotency_key` (unique per
-    owner), a repeat returns the first job; another body, 422."""
+    owner), a repeat returns the first job; another body (or priority), 422. `priority`
+    (-100..100): higher jobs start first when runners are busy."""
     job_id = str(uuid.uuid4())
     with transaction.atomic():
         if idempotency_key is not None:
-            digest = body_hash(body)
+            digest = body_hash({**body, "priority": priority} if priority else body)
             try:
                 with transaction.atomic():  # a savepoint: a concurrent twin's insert wins
                     IdempotencyKey.objects.create(
@@ -75,7 +80,7 @@ def job_submit(
                     return Submitted(job_id=str(known.job_id), created=False, run_id=run_id)
         if owner is not None:
             JobOwner.objects.create(job_id=job_id, api_key=owner)
-        handle = jobs_client().get_or_create([job_id])
+        handle = jobs_client().get_or_create([job_id], priority=priority)
         handle.send("start", body)
     return Submitted(job_id=job_id, created=True, run_id=handle.run_id)
 

@@ -96,6 +96,14 @@ class StartIn(_In):
         description="Seconds: the run starts this long after the last start of its key; a start that"
         " comes before it has started pushes it back and replaces its `state` (200).",
     )
+    priority: int = Field(
+        0,
+        ge=-100,
+        le=100,
+        strict=True,
+        description="-100 to 100: runners claim runs of higher priority first, FIFO within one (a"
+        " run this call creates).",
+    )
 
 
 class RunSummaryOut(Schema):
@@ -111,6 +119,10 @@ class RunSummaryOut(Schema):
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
     wake_at: dt.datetime | None = Field(description="When a runner next looks at the run.")
+    priority: int = Field(description="Claims take higher priority first, FIFO within one.")
+    concurrency_group: str | None = Field(
+        description="The concurrency group the run counts in (its workflow's `concurrency`), if any."
+    )
 
 
 class RunOut(RunSummaryOut):
@@ -406,7 +418,11 @@ def _start(name: str, payload: StartIn) -> Status:
     client = conf.registry().client(name)
     with transaction.atomic():
         handle = client.get_or_create(
-            payload.key, state=payload.state, on_conflict=payload.on_conflict, debounce=payload.debounce
+            payload.key,
+            state=payload.state,
+            on_conflict=payload.on_conflict,
+            debounce=payload.debounce,
+            priority=payload.priority,
         )
         if handle.created and payload.message is not None:
             handle.send(payload.message.queue, payload.message.body)

@@ -119,7 +119,7 @@ class DurableBackend(BaseTaskBackend):
     supports_defer = True  # run_after: a durable sleep before the step
     supports_async_task = True  # a coroutine function is awaited by the runner
     supports_get_result = True  # from the engine's tables, in any process
-    supports_priority = False  # the runner's claims do not honour a priority (yet)
+    supports_priority = True  # the task's priority is its run's: claims take higher first
 
     def __init__(self, alias: str, params: dict) -> None:
         super().__init__(alias, params)
@@ -140,8 +140,9 @@ class DurableBackend(BaseTaskBackend):
     # --- the framework's contract -------------------------------------------------------------------
 
     def validate_task(self, task: Task) -> None:
-        """The framework's checks (module-level function, queue in QUEUES, no priority, aware
-        run_after, a `context` first argument with takes_context), then the retry options."""
+        """The framework's checks (module-level function, queue in QUEUES, a priority from -100
+        to 100, aware run_after, a `context` first argument with takes_context), then the retry
+        options."""
         super().validate_task(task)
         for name in ("max_attempts", "backoff", "timeout"):
             value = getattr(task, name, None)
@@ -236,6 +237,7 @@ class DurableBackend(BaseTaskBackend):
             "queue_name": task.queue_name,
             "run_after": task.run_after.isoformat() if task.run_after else None,
             "enqueued_at": now.isoformat(),
+            "priority": task.priority,
             "args": args,
             "kwargs": kwargs,
             "retry": self.retry_options(task),
@@ -251,7 +253,15 @@ def _create_run(
     caller's transaction, if any."""
     from .storage.django.writes import start_run
 
-    start_run(WORKFLOW, [result_id], task_workflow.version, spec, now, trace_context)
+    start_run(
+        WORKFLOW,
+        [result_id],
+        task_workflow.version,
+        spec,
+        now,
+        trace_context,
+        priority=spec.get("priority", 0),
+    )
 
 
 def _check_importable(task: Task) -> None:

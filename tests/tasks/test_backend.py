@@ -20,6 +20,7 @@ from django_tasks.exceptions import (
 from tests.tracing_support import tracing
 from workflows import tasks as durable
 from workflows.models import Entry, Run
+from workflows.storage.django import DjangoStore
 from workflows.testing import arun_until_idle, run_until_idle
 
 from . import tasks
@@ -42,7 +43,7 @@ def test_backend__is_configured_with_its_feature_flags():
     backend = task_backends["default"]
     assert isinstance(backend, durable.DurableBackend)
     assert backend.supports_defer and backend.supports_async_task and backend.supports_get_result
-    assert not backend.supports_priority  # claims do not honour a priority yet
+    assert backend.supports_priority  # a task's priority is its run's
     assert durable.durable_backend_configured()
     assert durable.registry.names() == ["django.task"]
 
@@ -219,11 +220,23 @@ def test_definition__a_function_not_at_module_level_is_refused():
             pass
 
 
-def test_definition__priority_is_refused():
+def test_priority__becomes_the_runs_priority_and_orders_the_claims():
+    low = tasks.add.using(priority=-5).enqueue(1, b=1)
+    plain = tasks.add.enqueue(2, b=2)
+    high = tasks.add.using(priority=50).enqueue(3, b=3)
+    assert [run_of(r.id).priority for r in (low, plain, high)] == [-5, 0, 50]
+    assert run_of(high.id).state["priority"] == 50
+    claimed = DjangoStore().claim(
+        owner="t", workflows=["django.task"], limit=3, lease_seconds=30, now=dt.datetime.now(dt.UTC)
+    )
+    assert [r.key[0] for r in claimed] == [high.id, plain.id, low.id]
+
+
+def test_definition__a_priority_out_of_range_is_refused():
     with pytest.raises(InvalidTaskError, match="priority"):
-        task(priority=5)(tasks._hidden)
+        task(priority=101)(tasks._hidden)
     with pytest.raises(InvalidTaskError, match="priority"):
-        tasks.add.using(priority=1)
+        tasks.add.using(priority=-101)
 
 
 def test_definition__takes_context_needs_a_context_argument():
