@@ -19,7 +19,7 @@ from django.utils.safestring import mark_safe
 from workflows.core.durations import format_duration
 from workflows.models import AuditEntry, Run
 
-from . import access, actions, decisions, declarations, runners, selectors
+from . import access, actions, decisions, declarations, groups, runners, selectors
 
 
 class WorkflowFilter(admin.SimpleListFilter):
@@ -228,6 +228,7 @@ class RunAdmin(admin.ModelAdmin):
             "page": page,
             "run": page.run,
             "run_banner": runners.run_banner(page.run),
+            "slot_wait": groups.slot_wait(page.run),
             "can": {name: actions.allowed(request, name) for name in actions.PERMISSIONS},
             "fragment_url": reverse("admin:workflows_run_fragment", args=[page.run.id]),
             "is_nav_sidebar_enabled": False,  # the timeline needs the width

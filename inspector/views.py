@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from workflows.core.records import RUNNER_DEAD_AFTER_LEASES
 
-from . import dashboard_selectors, runners, selectors
+from . import dashboard_selectors, groups, runners, selectors
 from .access import view_runs_required
 from .actions import choice_url
 
@@ -34,6 +34,7 @@ def dashboard(request):
             runs=[selectors.run_summary(r) for r in selectors.recent_runs()],
             decisions=[_with_buttons(d) for d in dashboard_selectors.awaiting_decision()],
             limiters=dashboard_selectors.limiter_use(),
+            groups=groups.group_uses(),
         ),
     )
 
