@@ -356,13 +356,14 @@ def list_events(
 
 @router.post(
     "/runs/{run_id}/replay",
-    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, **TOO_LARGE, **INVALID},
+    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, 409: ErrorOut, **TOO_LARGE, **INVALID},
     summary="Replay from a step",
 )
 def replay(request, run_id: str, payload: ReplayIn):
     """Runs the run again from `entry_id`: that entry and the later ones of its scope become
-    superseded history; earlier ones, waits included, stay. 413: an edited input over
-    MAX_VALUE_BYTES; 422: not a current entry of the run, or the run is running right now."""
+    superseded history; earlier ones, waits included, stay. 409 `not_applicable`: the run is
+    running right now (nothing changes, nothing is audited); 413: an edited input over
+    MAX_VALUE_BYTES; 422: not a current entry of the run."""
     return operations.replay_from(
         run_id,
         payload.entry_id,
@@ -375,22 +376,25 @@ def replay(request, run_id: str, payload: ReplayIn):
 
 @router.post(
     "/runs/{run_id}/entries/{entry_id}/retry-now",
-    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, **INVALID},
+    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, 409: ErrorOut, **INVALID},
     summary="Retry a step now",
 )
 def retry_now(request, run_id: str, payload: ReasonIn, entry_id: int = Path(..., ge=1, le=MAX_ID)):
-    """Skips the rest of a step's retry backoff. 422: the entry is not waiting to retry."""
+    """Skips the rest of a step's retry backoff. 409 `not_applicable`: the run has finished or was
+    cancelled, or the step is not waiting to retry (nothing changes, nothing is audited); 422: not
+    a current entry of the run."""
     return operations.retry_now(run_id, entry_id, actor=_actor(request), reason=payload.reason)
 
 
 @router.post(
     "/runs/{run_id}/cancel",
-    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, **INVALID},
+    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, 409: ErrorOut, **INVALID},
     summary="Cancel a run",
 )
 def cancel(request, run_id: str, payload: ReasonIn):
     """A waiting run ends cancelled at once, a running one at its next entry (`cancel_requested`
-    shows the request meanwhile). 422: the run has already finished."""
+    shows the request meanwhile). 409 `not_applicable`: the run has already finished (nothing
+    changes, nothing is audited)."""
     return operations.cancel(run_id, actor=_actor(request), reason=payload.reason)
 
 

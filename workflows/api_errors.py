@@ -34,6 +34,7 @@ from .api_parser import JsonParser, JsonTooDeep
 from .core.exceptions import (
     BadInput,
     MessageTimeout,
+    NotApplicable,
     RunFinished,
     RunNotFound,
     StoreUnavailable,
@@ -50,6 +51,9 @@ DOMAIN_ERRORS: tuple[tuple[type[WorkflowError], int, str], ...] = (
     (UnknownWorkflow, 404, "not_found"),
     (RunNotFound, 404, "not_found"),
     (RunFinished, 409, "run_finished"),
+    # A repair that does not apply to the run in its status (workflows.core.repair_rules); the
+    # message is the sentence that says why, detail {"action", "runId", "status"}.
+    (NotApplicable, 409, "not_applicable"),
     (MessageTimeout, 504, "timeout"),
     (ValueTooLarge, 413, "too_large"),  # over WORKFLOWS["MAX_VALUE_BYTES"]: detail {"size", "limit"}
     (BadInput, 422, "invalid_request"),

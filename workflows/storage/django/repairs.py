@@ -12,11 +12,11 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from ...core.exceptions import BadInput, RunBusy, RunNotFound
+from ...core import repair_rules
+from ...core.exceptions import BadInput, RunNotFound
 from ...core.jsonvalue import normalize
 from ...core.records import (
     NOT_EDITED,
-    TERMINAL,
     Audit,
     AuditAction,
     AuditRecord,
@@ -56,8 +56,7 @@ class DjangoRepairs:
             input = normalize(input, "the edited input")
         with transaction.atomic():
             run = _locked_run(run_id)
-            if run.status == RunStatus.RUNNING:
-                raise RunBusy(f"run {run_id} is running; wait for it to finish or fail before replaying")
+            repair_rules.check(repair_rules.REPLAY, run_id, run.status)
             first = Entry.objects.filter(id=entry_id, run_id=run_id, superseded=False).first()
             if first is None:
                 raise BadInput(f"run {run_id} has no current entry {entry_id}")
@@ -92,9 +91,13 @@ class DjangoRepairs:
     def retry_now(self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime) -> RunRecord:
         with transaction.atomic():
             run = _locked_run(run_id)
+            repair_rules.check(repair_rules.RETRY_NOW, run_id, run.status)
             entry = Entry.objects.filter(id=entry_id, run_id=run_id, superseded=False).first()
-            if entry is None or entry.status != EntryStatus.RETRYING:
-                raise BadInput(f"entry {entry_id} of run {run_id} is not waiting to retry")
+            if entry is None:
+                raise BadInput(f"run {run_id} has no current entry {entry_id}")
+            repair_rules.check(
+                repair_rules.RETRY_NOW, run_id, run.status, step=entry.name, step_status=entry.status
+            )
             entry.wake_at = now
             entry.save(update_fields=["wake_at"])
             if run.status == RunStatus.WAITING:
@@ -107,8 +110,7 @@ class DjangoRepairs:
     def cancel(self, run_id: str, *, audit: Audit, now: dt.datetime) -> RunRecord:
         with transaction.atomic():
             run = _locked_run(run_id)
-            if run.status in TERMINAL:
-                raise BadInput(f"run {run_id} is already {run.status}")
+            repair_rules.check(repair_rules.CANCEL, run_id, run.status)
             record = self.request_cancel(run_id, now=now)  # type: ignore[attr-defined]
             write_audit(run_id, AuditAction.CANCEL, audit, {}, now)
         return record
