@@ -13,6 +13,8 @@ the sentence `why_not` gives. A refused repair changes nothing and writes no aud
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .exceptions import NotApplicable, RunBusy
 from .records import AuditAction, EntryStatus, RunStatus
 
@@ -20,6 +22,18 @@ REPLAY = AuditAction.REPLAY.value
 RETRY_NOW = AuditAction.RETRY_NOW.value
 CANCEL = AuditAction.CANCEL.value
 ACTIONS = (REPLAY, RETRY_NOW, CANCEL)
+
+
+@dataclass(frozen=True)
+class Repair:
+    """What a workflow's `on_repair(c, repair)` hears: an operator's accepted replay (from `step`)
+    or retry now (of `step`), by `actor`, for `reason`."""
+
+    action: str  # REPLAY or RETRY_NOW
+    step: str
+    actor: str = ""
+    reason: str = ""
+
 
 _RUN_REFUSALS: dict[tuple[str, str], str] = {
     (REPLAY, RunStatus.RUNNING): (

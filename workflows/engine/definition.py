@@ -163,6 +163,9 @@ class Workflow:
     events: Mapping[str, EventSpec] = field(default_factory=dict)
     actions: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     on_error: Callable[[Any, Any], Any] | None = None
+    # Called when an operator's replay or retry now of a run is accepted, with the repair's
+    # transaction: `on_repair(c, repair)` may write `c.state` and `c.broadcast(...)`.
+    on_repair: Callable[[Any, Any], Any] | None = None
     version: str = ""
     labels: tuple[str, ...] = ()  # state keys naming a run in the inspector: title first
 
@@ -228,16 +231,22 @@ def workflow(
     events: Mapping[str, EventSpec] | None = None,
     actions: Mapping[str, Callable[[Any], Any]] | None = None,
     on_error: Callable[[Any, Any], Any] | None = None,
+    on_repair: Callable[[Any, Any], Any] | None = None,
     version: str | None = None,
     labels: Sequence[str] = (),
 ) -> Workflow:
     """Declare a workflow. `version` defaults to a fingerprint of `run`'s source. `labels` are the
     state keys whose values name a run in the inspector and on the dashboard: the first is its
-    title, the others show beside it (e.g. `("title", "stage")`)."""
+    title, the others show beside it (e.g. `("title", "stage")`). `on_repair(c, repair)` is called
+    when an operator's replay or retry now is accepted (`repair`: a
+    `workflows.core.repair_rules.Repair`); what it writes to `c.state` and broadcasts commits with
+    the repair, so the state tells the truth from then on (e.g. clears an old error)."""
     if not inspect.iscoroutinefunction(run):
         raise TypeError("a workflow's run must be an `async def` function")
     if on_error is not None and _is_async(on_error):
         raise TypeError("on_error must be a plain function (it is quick bookkeeping), not `async def`")
+    if on_repair is not None and _is_async(on_repair):
+        raise TypeError("on_repair must be a plain function (it is quick bookkeeping), not `async def`")
     return Workflow(
         run=run,
         state=state,
@@ -245,6 +254,7 @@ def workflow(
         events=dict(events or {}),
         actions=dict(actions or {}),
         on_error=on_error,
+        on_repair=on_repair,
         version=version or _code_version(run),
         labels=_checked_labels(labels),
     )
