@@ -30,11 +30,11 @@ from workflows import conf, operations
 from workflows.core import repair_rules
 from workflows.core.exceptions import NotApplicable, WorkflowError
 from workflows.core.records import TERMINAL, AuditAction, EntryStatus, RunStatus
+from workflows.masking import mask, unmask
 from workflows.models import Entry, Run
 
 from . import declarations, live, selectors
 from .forms import ReplayForm, SendForm, WhyForm, refusal_text
-from .masking import mask, unmask
 
 PERMISSIONS = {
     "replay": "inspector.replay_run",

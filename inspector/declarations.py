@@ -13,8 +13,7 @@ from typing import Any
 from workflows import Workflow, conf
 from workflows.core.exceptions import WorkflowError
 from workflows.engine.definition import QueueSpec
-
-from .masking import mask
+from workflows.masking import mask
 
 LABEL_CHARS = 120  # a label is a glance, not the value: longer text is cut
 

@@ -19,9 +19,9 @@ from django.test import Client
 
 from config.asgi import application
 from inspector import access, live
-from inspector.masking import MASK
 from tests.inspector import flows
 from workflows.core.records import Commit, Transition
+from workflows.masking import MASK
 from workflows.models import Event, Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
