@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 
 from workflows import BadInput
 from workflows.core.exceptions import RunNotFound
+from workflows.core.keys import quoted
 from workflows.core.records import TERMINAL, EntryStatus, RunRecord
 from workflows.engine.client import WorkflowClient
 from workflows.models import ApiKey, Entry, Event
@@ -83,9 +84,14 @@ def job_submit(
 def job_detail(job_id: str, *, owner: ApiKey | None = None) -> dict[str, Any]:
     """The job as the API shows it; RunNotFound for an unknown id. With `owner` (an API key),
     a job that key did not start is unknown too: a tenant cannot tell another's jobs exist."""
+    unknown = RunNotFound(f"no job {quoted(job_id)}")
     if owner is not None and not _owned_by(job_id, owner):
-        raise RunNotFound(f"no {WORKFLOW} run with key {[job_id]!r}")  # as for an unknown job
-    return job_view(job_id, jobs_client().get([job_id]).snapshot)
+        raise unknown  # as for an unknown job
+    try:
+        handle = jobs_client().get([job_id])
+    except RunNotFound:
+        raise unknown from None
+    return job_view(job_id, handle.snapshot)
 
 
 def _owned_by(job_id: str, owner: ApiKey) -> bool:

@@ -15,6 +15,7 @@ from django.db import transaction
 from ...core import repair_rules
 from ...core.exceptions import BadInput, RunNotFound
 from ...core.jsonvalue import normalize
+from ...core.keys import quoted
 from ...core.records import (
     NOT_EDITED,
     Audit,
@@ -43,7 +44,7 @@ def _locked_run(run_id: str) -> Run:
     except (ValidationError, ValueError, TypeError):  # not a UUID
         run = None
     if run is None:
-        raise RunNotFound(f"no run with id {run_id!r}")
+        raise RunNotFound(f"no run with id {quoted(run_id)}")
     return run
 
 
