@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "ninja",  # /api/docs serves Ninja's bundled Swagger UI from static files: no CDN
     "workflows",
     "jobs",
     "inspector",
