@@ -185,6 +185,7 @@ def replay_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -
     kept = Entry.objects.filter(
         run=run, scope=entry.scope, position__lt=entry.position, superseded=False
     ).count()
+    again = declarations.runs_again(declarations.definition(run.workflow, run.version), plan)
     return _render(
         model_admin,
         request,
@@ -196,6 +197,7 @@ def replay_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -
         entry_input=mask(entry.input),
         changes=changes,
         kept=kept,
+        again=again,
         blocked=refusal is not None,
         form=form,
         error=error,

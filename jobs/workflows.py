@@ -63,6 +63,15 @@ def initial_state() -> dict[str, Any]:
     }
 
 
+# The external calls of the steps (`workflow(..., calls_out=...)`): what a replay makes again.
+CALLS_OUT = {
+    "extract": "ask the model to extract the companies and action items",
+    "enrich-*": "look the company up in the CRM",
+    "summarize": "ask the model to write the brief",
+    "publish": "post the brief to the CMS",
+}
+
+
 # --- the aiJob body: step calls and branching only ------------------------------------------------
 
 
@@ -210,6 +219,7 @@ ai_job = workflow(
     on_error=on_error,
     on_repair=on_repair,
     labels=("title", "stage"),  # how the inspector and the dashboard name a job
+    calls_out=CALLS_OUT,  # the replay confirmation says which of these run again
 )
 
 
@@ -283,6 +293,7 @@ reviewed_brief = workflow(
     on_error=on_error,
     on_repair=on_repair,
     labels=("title", "stage"),
+    calls_out=CALLS_OUT,
 )
 
 
