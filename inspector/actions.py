@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from asgiref.sync import async_to_sync
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -30,6 +31,7 @@ from workflows import conf, operations
 from workflows.core import repair_rules
 from workflows.core.exceptions import NotApplicable, WorkflowError
 from workflows.core.records import TERMINAL, AuditAction, EntryStatus, RunStatus
+from workflows.engine.replayer import Compensations, compensations_on_cancel
 from workflows.masking import mask, unmask
 from workflows.models import Entry, Run
 
@@ -279,7 +281,16 @@ def cancel_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
     changes = [Change("run status", run.status, f"cancelled, {when}")]
     if pending:
         changes.append(Change("pending messages", str(pending), "left unconsumed"))
-    changes.append(Change("recorded steps", "kept", "kept (no rollback runs on cancel)"))
+    compensations = _compensations(run) if refusal is None else None
+    if compensations is None:
+        pass
+    elif not compensations.known:
+        changes.append(Change("compensations", "unknown", f"could not be worked out: {compensations.detail}"))
+    elif compensations.steps:
+        undo = ", then ".join(f"the rollback of “{step}”" for step in compensations.steps)
+        changes.append(Change("compensations", "not run", f"run on cancel, each once: {undo}"))
+    else:
+        changes.append(Change("recorded steps", "kept", "kept: no completed step has a rollback to run"))
     return _render(
         model_admin,
         request,
@@ -291,10 +302,19 @@ def cancel_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
         button="Yes, cancel the run",
         danger=True,
         changes=changes if refusal is None else [],
+        compensations=compensations,
         form=form,
         error=error,
         blocked=refusal is not None,
     )
+
+
+def _compensations(run: Run) -> Compensations:
+    """What a cancel would compensate, from a dry replay of the run's history against this
+    server's code (`workflows.engine.replayer`): no step body runs, nothing is written."""
+    store = conf.default_store()
+    record = store.get_run(str(run.id))
+    return async_to_sync(compensations_on_cancel)(record, store.load_history(str(run.id)), conf.registry())
 
 
 # --- send a message ---------------------------------------------------------------------------
