@@ -6,7 +6,7 @@ Every error answers with the same shape: {"error": {"code": str, "message": str,
 
 from __future__ import annotations
 
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Swagger
 
 from workflows.api_errors import install_error_handlers
 
@@ -16,6 +16,9 @@ api = install_error_handlers(
         version="1.0",
         description="Start and follow durable workflow runs; the example app's jobs.",
         docs_url="/api/docs",
+        # Offline: Ninja's bundled Swagger UI (`ninja` in INSTALLED_APPS: its static files, no
+        # CDN), and no online validator badge (Swagger UI's default would call validator.swagger.io).
+        docs=Swagger(settings={"validatorUrl": None}),
         openapi_url="/api/openapi.json",
         urls_namespace="api",
     )

@@ -14,7 +14,7 @@ A run's stream (`ws/runs/<run_id>/`) is guarded by `WORKFLOWS["RUN_STREAM_AUTH"]
 - `"session"`: a session that may view runs, nothing else.
 - `"open"`: anyone who knows the run id (an unguessable uuid), as before this setting existed.
 
-Whatever the mode, event payloads are masked (inspector.masking) before they leave.
+Whatever the mode, event payloads are masked (workflows.masking) before they leave.
 
 A session is trusted only when the browser's Origin (if any) matches the Host, so another site
 cannot borrow it; `config/asgi.py` also refuses Origins outside ALLOWED_HOSTS outright.

@@ -5,6 +5,11 @@ Each action needs its own permission (see inspector.models.RunOperation); a staf
 gets 403, and when they posted (tried to act, rather than look at the confirmation page) the run's
 audit log gets a `refused` entry naming the attempt. The views only check, render and call: the
 operation decides what is allowed.
+
+A repair that does not apply to the run as it is (`workflows.core.repair_rules`: replay of a
+running run, retry now of a finished or cancelled one, cancel of a finished one) is not offered by
+the inspector; its confirmation page says why, and a direct POST answers 409 with that sentence,
+changing nothing and writing no audit entry.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from asgiref.sync import async_to_sync
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -22,13 +28,15 @@ from django.urls import reverse
 from django.views.defaults import permission_denied
 
 from workflows import conf, operations
-from workflows.core.exceptions import WorkflowError
+from workflows.core import repair_rules
+from workflows.core.exceptions import NotApplicable, WorkflowError
 from workflows.core.records import TERMINAL, AuditAction, EntryStatus, RunStatus
+from workflows.engine.replayer import Compensations, compensations_on_cancel
+from workflows.masking import mask, unmask
 from workflows.models import Entry, Run
 
 from . import declarations, live, selectors
 from .forms import ReplayForm, SendForm, WhyForm, refusal_text
-from .masking import mask, unmask
 
 PERMISSIONS = {
     "replay": "inspector.replay_run",
@@ -105,7 +113,9 @@ def _inspect_url(run: Run) -> str:
     return reverse("admin:workflows_run_inspect", args=[run.id])
 
 
-def _render(model_admin, request, template: str, run: Run, title: str, **context: Any) -> TemplateResponse:
+def _render(
+    model_admin, request, template: str, run: Run, title: str, *, status: int = 200, **context: Any
+) -> TemplateResponse:
     ctx = {
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.model._meta,
@@ -114,7 +124,10 @@ def _render(model_admin, request, template: str, run: Run, title: str, **context
         "inspect_url": _inspect_url(run),
         **context,
     }
-    return TemplateResponse(request, f"admin/workflows/run/{template}", ctx)
+    return TemplateResponse(request, f"admin/workflows/run/{template}", ctx, status=status)
+
+
+NOT_APPLICABLE = 409  # a POST of a repair that does not apply to the run as it is
 
 
 def _done(request: HttpRequest, run: Run, text: str) -> HttpResponseRedirect:
@@ -139,8 +152,9 @@ def replay_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -
     form = ReplayForm(
         request.POST or None, initial={"input": json.dumps(mask(entry.input), indent=2, ensure_ascii=False)}
     )
-    error = None
-    if request.method == "POST" and form.is_valid():
+    error = refusal = repair_rules.why_not(repair_rules.REPLAY, run.status)
+    status = NOT_APPLICABLE if refusal and request.method == "POST" else 200
+    if request.method == "POST" and refusal is None and form.is_valid():
         edit = form.cleaned_data["edit_input"]
         try:
             operations.replay_from(
@@ -151,6 +165,8 @@ def replay_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -
                 input=unmask(form.cleaned_data["input"], entry.input) if edit else None,
                 edit_input=edit,
             )
+        except NotApplicable as exc:  # the run changed since the page was drawn
+            error, refusal, status = str(exc), str(exc), NOT_APPLICABLE
         except WorkflowError as exc:
             error = str(exc)
         else:
@@ -171,17 +187,20 @@ def replay_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -
     kept = Entry.objects.filter(
         run=run, scope=entry.scope, position__lt=entry.position, superseded=False
     ).count()
+    again = declarations.runs_again(declarations.definition(run.workflow, run.version), plan)
     return _render(
         model_admin,
         request,
         "confirm_replay.html",
         run,
         f"Replay from “{entry.name}”",
+        status=status,
         entry=entry,
         entry_input=mask(entry.input),
         changes=changes,
         kept=kept,
-        busy=run.status == RunStatus.RUNNING,
+        again=again,
+        blocked=refusal is not None,
         form=form,
         error=error,
     )
@@ -196,14 +215,17 @@ def retry_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) ->
     run = _run(run_id)
     entry = _entry(run, entry_id)
     form = WhyForm(request.POST or None)
-    error = None
-    if entry.status != EntryStatus.RETRYING:
-        error = f"“{entry.name}” is {entry.status}, not waiting to retry: there is nothing to hurry."
-    elif request.method == "POST" and form.is_valid():
+    error = refusal = repair_rules.why_not(
+        repair_rules.RETRY_NOW, run.status, step=entry.name, step_status=entry.status
+    )
+    status = NOT_APPLICABLE if refusal and request.method == "POST" else 200
+    if request.method == "POST" and refusal is None and form.is_valid():
         try:
             operations.retry_now(
                 str(run.id), entry.id, actor=_actor(request), reason=form.cleaned_data["why"]
             )
+        except NotApplicable as exc:  # the run changed since the page was drawn
+            error, refusal, status = str(exc), str(exc), NOT_APPLICABLE
         except WorkflowError as exc:
             error = str(exc)
         else:
@@ -220,13 +242,14 @@ def retry_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) ->
         "confirm_action.html",
         run,
         f"Retry “{entry.name}” now",
+        status=status,
         action="retry",
         button="Yes, retry now",
         entry=entry,
-        changes=changes,
+        changes=changes if refusal is None else [],
         form=form,
         error=error,
-        blocked=entry.status != EntryStatus.RETRYING,
+        blocked=refusal is not None,
     )
 
 
@@ -238,13 +261,13 @@ def cancel_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
         return refused
     run = _run(run_id)
     form = WhyForm(request.POST or None)
-    error = None
-    terminal = run.status in TERMINAL
-    if terminal:
-        error = f"The run is already {run.status}."
-    elif request.method == "POST" and form.is_valid():
+    error = refusal = repair_rules.why_not(repair_rules.CANCEL, run.status)
+    status = NOT_APPLICABLE if refusal and request.method == "POST" else 200
+    if request.method == "POST" and refusal is None and form.is_valid():
         try:
             operations.cancel(str(run.id), actor=_actor(request), reason=form.cleaned_data["why"])
+        except NotApplicable as exc:  # the run changed since the page was drawn
+            error, refusal, status = str(exc), str(exc), NOT_APPLICABLE
         except WorkflowError as exc:
             error = str(exc)
         else:
@@ -258,21 +281,40 @@ def cancel_view(model_admin, request: HttpRequest, run_id: str) -> HttpResponse:
     changes = [Change("run status", run.status, f"cancelled, {when}")]
     if pending:
         changes.append(Change("pending messages", str(pending), "left unconsumed"))
-    changes.append(Change("recorded steps", "kept", "kept (no rollback runs on cancel)"))
+    compensations = _compensations(run) if refusal is None else None
+    if compensations is None:
+        pass
+    elif not compensations.known:
+        changes.append(Change("compensations", "unknown", f"could not be worked out: {compensations.detail}"))
+    elif compensations.steps:
+        undo = ", then ".join(f"the rollback of “{step}”" for step in compensations.steps)
+        changes.append(Change("compensations", "not run", f"run on cancel, each once: {undo}"))
+    else:
+        changes.append(Change("recorded steps", "kept", "kept: no completed step has a rollback to run"))
     return _render(
         model_admin,
         request,
         "confirm_action.html",
         run,
         "Cancel this run",
+        status=status,
         action="cancel",
         button="Yes, cancel the run",
         danger=True,
-        changes=changes,
+        changes=changes if refusal is None else [],
+        compensations=compensations,
         form=form,
         error=error,
-        blocked=terminal,
+        blocked=refusal is not None,
     )
+
+
+def _compensations(run: Run) -> Compensations:
+    """What a cancel would compensate, from a dry replay of the run's history against this
+    server's code (`workflows.engine.replayer`): no step body runs, nothing is written."""
+    store = conf.default_store()
+    record = store.get_run(str(run.id))
+    return async_to_sync(compensations_on_cancel)(record, store.load_history(str(run.id)), conf.registry())
 
 
 # --- send a message ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from workflows.core import repair_rules
 from workflows.core.durations import format_duration
 from workflows.models import AuditEntry, Run
 
@@ -230,6 +231,9 @@ class RunAdmin(admin.ModelAdmin):
             "run_banner": runners.run_banner(page.run),
             "slot_wait": groups.slot_wait(page.run),
             "can": {name: actions.allowed(request, name) for name in actions.PERMISSIONS},
+            # Which repairs apply to the run as it is now (workflows.core.repair_rules): the others
+            # are not offered.
+            "offered": repair_rules.offered(page.run.status),
             "fragment_url": reverse("admin:workflows_run_fragment", args=[page.run.id]),
             "is_nav_sidebar_enabled": False,  # the timeline needs the width
         }

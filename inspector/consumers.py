@@ -41,6 +41,13 @@ LIST_OVERLAP = dt.timedelta(seconds=5)  # re-read this far back: commits land sl
 CLOSE_BAD_REQUEST = 4400
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+# The close frame's reason with each code (ASGI `reason`; daphne sends the code only, so clients
+# go by the code: the reason is for servers that pass it on, and for logs).
+CLOSE_REASONS = {
+    CLOSE_BAD_REQUEST: "bad cursor: after= must be an event id (an integer)",
+    CLOSE_FORBIDDEN: "forbidden: a session that may view runs, or a valid token for this run, is required",
+    CLOSE_NOT_FOUND: "no such run",
+}
 
 
 # --- the database helpers ---------------------------------------------------------------------
@@ -104,7 +111,7 @@ class _Polling(AsyncJsonWebsocketConsumer):
         """Accept, then close with `code`: only a close after the handshake reaches a browser's
         CloseEvent; nothing is sent before it."""
         await self.accept()
-        await self.close(code=code)
+        await self.close(code=code, reason=CLOSE_REASONS[code])
 
     async def flush(self, **hints) -> None:
         async with self._lock:

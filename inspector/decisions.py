@@ -19,11 +19,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from workflows import conf, operations
 from workflows.core.exceptions import WorkflowError
 from workflows.core.records import TERMINAL
+from workflows.masking import mask
 
 from . import actions, declarations
 from .actions import Change
 from .forms import DecisionForm, refusal_text
-from .masking import mask
 
 
 def _body(spec: Any, choice: str, operator: str, note: str) -> Any:

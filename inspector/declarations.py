@@ -1,6 +1,6 @@
 """What a workflow declares for the inspector, read through the configured registry: the state keys
-that label its runs (`workflow(..., labels=...)`) and its decision queues (`queue(...,
-choices=..., note=..., shows=...)`). The inspector knows workflows only through these: a run whose workflow is not in
+that label its runs (`workflow(..., labels=...)`), its decision queues (`queue(...,
+choices=..., note=..., shows=...)`) and the external calls of its steps (`calls_out=...`). The inspector knows workflows only through these: a run whose workflow is not in
 this server's registries shows without labels and without decision buttons.
 """
 
@@ -13,8 +13,7 @@ from typing import Any
 from workflows import Workflow, conf
 from workflows.core.exceptions import WorkflowError
 from workflows.engine.definition import QueueSpec
-
-from .masking import mask
+from workflows.masking import mask
 
 LABEL_CHARS = 120  # a label is a glance, not the value: longer text is cut
 
@@ -40,6 +39,30 @@ class RunLabels:
 
 
 NO_LABELS = RunLabels()
+
+RUN_AGAIN_KINDS = ("step", "try")  # the entries whose function runs again when replayed
+
+
+@dataclass(frozen=True)
+class RunsAgain:
+    """A step a replay runs again, and the external call it declares (None: none declared)."""
+
+    step: str
+    call: str | None
+
+    @property
+    def sentence(self) -> str:
+        if self.call is None:
+            return f"{self.step} runs again (it declares no external call)."
+        return f"{self.step} will {self.call} again, under a new idempotency key."
+
+
+def runs_again(workflow: Workflow | None, entries: list[Any]) -> list[RunsAgain]:
+    """The steps among `entries` (those a replay supersedes) that run again, each with the call it
+    declares on `workflow(..., calls_out=...)`; declared calls first, in history order."""
+    steps = [e for e in entries if e.kind in RUN_AGAIN_KINDS]
+    found = [RunsAgain(e.name, workflow.call_of(e.name) if workflow else None) for e in steps]
+    return [r for r in found if r.call] + [r for r in found if not r.call]
 
 
 def definition(workflow: str, version: str) -> Workflow | None:

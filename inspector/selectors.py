@@ -18,11 +18,11 @@ from workflows import conf
 from workflows import selectors as workflow_reads
 from workflows.core.durations import format_duration
 from workflows.core.records import TERMINAL, EntryStatus, RunStatus
+from workflows.masking import mask
 from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run
 from workflows.telemetry.tracing import trace_id
 
 from .declarations import RunLabels, decision_queues, definition, run_labels
-from .masking import mask
 from .timeline import AttemptSpan, EntrySpan, Timeline, build_timeline
 
 EVENTS_ON_PAGE = 200  # the run page shows the latest events; the WebSocket has them all

@@ -7,6 +7,7 @@ Errors become HTTP once, in config/api.py, in the one shape `{"error": {"code", 
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.conf import settings
@@ -59,6 +60,15 @@ class JobOut(Schema):
     runId: str
     status: str = Field(
         description="The run's status: pending, running, waiting, completed, failed, cancelled."
+    )
+    stage: str | None = Field(
+        description="Where the job is now: the latest progress event's stage, or the running step's."
+    )
+    detail: str | None = Field(
+        description="What is happening now, e.g. 'extract failed (model returned 429), retrying in 4 s'."
+    )
+    nextAttemptAt: dt.datetime | None = Field(
+        description="When a step waiting to retry tries again; null when none waits."
     )
     state: dict[str, Any] = Field(
         description="stage (queued, extracting, enriching, summarizing, publishing, published, failed), "

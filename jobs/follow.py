@@ -123,5 +123,13 @@ def follow(handle: RunHandle, out: TextIO, *, timeout: float | None = None, poll
 
 
 def describe(job_id: str, run: RunRecord) -> str:
-    state = json.dumps(run.state, indent=2, ensure_ascii=False)
-    return f"job {job_id}  run {run.id}  status {run.status}  stage {run.state.get('stage')}\n{state}"
+    """A job as `GET /jobs/{id}` has it: status, what is happening now, then its state."""
+    from .submission import job_now  # it reads the models: not at import
+
+    now = job_now(run)
+    lines = [f"job {job_id}  run {run.id}  status {run.status}  stage {now['stage']}"]
+    if now["detail"]:
+        lines.append(f"now: {now['detail']}")
+    if now["nextAttemptAt"]:
+        lines.append(f"next attempt at {now['nextAttemptAt'].isoformat(timespec='seconds')}")
+    return "\n".join([*lines, json.dumps(run.state, indent=2, ensure_ascii=False)])

@@ -12,9 +12,10 @@ from django.db import IntegrityError, transaction
 
 from workflows import BadInput
 from workflows.core.exceptions import RunNotFound
-from workflows.core.records import RunRecord
+from workflows.core.keys import quoted
+from workflows.core.records import TERMINAL, EntryStatus, RunRecord
 from workflows.engine.client import WorkflowClient
-from workflows.models import ApiKey
+from workflows.models import ApiKey, Entry, Event
 
 from .models import IdempotencyKey, JobOwner
 
@@ -88,9 +89,14 @@ def job_submit(
 def job_detail(job_id: str, *, owner: ApiKey | None = None) -> dict[str, Any]:
     """The job as the API shows it; RunNotFound for an unknown id. With `owner` (an API key),
     a job that key did not start is unknown too: a tenant cannot tell another's jobs exist."""
+    unknown = RunNotFound(f"no job {quoted(job_id)}")
     if owner is not None and not _owned_by(job_id, owner):
-        raise RunNotFound(f"no {WORKFLOW} run with key {[job_id]!r}")  # as for an unknown job
-    return job_view(job_id, jobs_client().get([job_id]).snapshot)
+        raise unknown  # as for an unknown job
+    try:
+        handle = jobs_client().get([job_id])
+    except RunNotFound:
+        raise unknown from None
+    return job_view(job_id, handle.snapshot)
 
 
 def _owned_by(job_id: str, owner: ApiKey) -> bool:
@@ -102,4 +108,27 @@ def _owned_by(job_id: str, owner: ApiKey) -> bool:
 
 
 def job_view(job_id: str, run: RunRecord) -> dict[str, Any]:
-    return {"jobId": job_id, "runId": run.id, "status": run.status, "state": run.state}
+    return {"jobId": job_id, "runId": run.id, "status": run.status, **job_now(run), "state": run.state}
+
+
+def job_now(run: RunRecord) -> dict[str, Any]:
+    """What is happening to the job now: `stage` and `detail` of its latest progress event, or of
+    the step running now when that started after it; `nextAttemptAt` when a step waits to retry."""
+    from .workflows import stage_of
+
+    latest = (
+        Event.objects.filter(run_id=run.id, name="progress").order_by("-id").values("payload", "created_at")
+    ).first()
+    payload = latest["payload"] if latest and isinstance(latest["payload"], dict) else {}
+    stage, detail = payload.get("stage") or run.state.get("stage"), payload.get("detail")
+    current = Entry.objects.filter(run_id=run.id, superseded=False, kind=Entry.Kind.STEP)
+    running = current.filter(status=EntryStatus.RUNNING).order_by("-id").first()
+    if running is not None and (
+        latest is None or (running.started_at or latest["created_at"]) > latest["created_at"]
+    ):
+        step_stage = stage_of(running.name)
+        stage = step_stage if step_stage != "failed" else stage
+        detail = f"{running.name} is running"
+    retrying = current.filter(status=EntryStatus.RETRYING).exclude(wake_at=None).order_by("wake_at").first()
+    next_attempt = retrying.wake_at if retrying is not None and run.status not in TERMINAL else None
+    return {"stage": stage, "detail": detail, "nextAttemptAt": next_attempt}

@@ -63,6 +63,15 @@ def initial_state() -> dict[str, Any]:
     }
 
 
+# The external calls of the steps (`workflow(..., calls_out=...)`): what a replay makes again.
+CALLS_OUT = {
+    "extract": "ask the model to extract the companies and action items",
+    "enrich-*": "look the company up in the CRM",
+    "summarize": "ask the model to write the brief",
+    "publish": "post the brief to the CMS",
+}
+
+
 # --- the aiJob body: step calls and branching only ------------------------------------------------
 
 
@@ -180,6 +189,21 @@ def on_error(c, event) -> None:
         _mark_failed(c, f"job failed ({error.get('name')}: {error.get('message')})")
 
 
+def on_repair(c, repair) -> None:
+    """An operator's replay or retry now was accepted: the old failure is no longer the job's
+    truth. The error goes; a replay puts the job back in the queue (`queued`) until its first
+    step starts, a retry now says which step tries again."""
+    c.state["error"] = None
+    if repair.action == "replay":
+        c.state["stage"] = "queued"
+        detail = f"replay from {repair.step} accepted; waiting for a runner"
+    else:
+        stage = stage_of(repair.step)
+        c.state["stage"] = stage if stage != "failed" else c.state.get("stage") or "queued"
+        detail = f"{repair.step}: retrying now (operator)"
+    c.broadcast("progress", {"stage": c.state["stage"], "detail": detail})
+
+
 def _mark_failed(c, detail: str) -> None:
     c.state["stage"] = "failed"
     c.state["error"] = detail
@@ -193,7 +217,9 @@ ai_job = workflow(
     events={"progress": event(Progress)},
     actions={"status": lambda c: {"status": c.status, **c.state}},
     on_error=on_error,
+    on_repair=on_repair,
     labels=("title", "stage"),  # how the inspector and the dashboard name a job
+    calls_out=CALLS_OUT,  # the replay confirmation says which of these run again
 )
 
 
@@ -265,7 +291,9 @@ reviewed_brief = workflow(
     events={"progress": event(Progress)},
     actions={"status": lambda c: {"status": c.status, **c.state}},
     on_error=on_error,
+    on_repair=on_repair,
     labels=("title", "stage"),
+    calls_out=CALLS_OUT,
 )
 
 

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from ninja import Field, Path, Query, Router, Schema, Status
-from pydantic import ConfigDict, field_validator
+from pydantic import AfterValidator, ConfigDict, field_validator
 
 from . import conf, operations, selectors
 from .api_auth import ApiKeyAuth
 from .core.jsonvalue import unstorable
 from .core.records import RunStatus
 from .engine.client import MAX_DEBOUNCE, RunHandle
+from .masking import mask
 from .models import Run
 
 router = Router(auth=ApiKeyAuth(), tags=["workflows"])
@@ -35,6 +36,11 @@ MAX_WAIT = 300.0  # seconds a `wait=true` send may hold its request at most
 
 
 # --- schemas ----------------------------------------------------------------------------------------
+
+# What a run recorded, as every read of the API shows it: secrets masked (workflows.masking, the
+# inspector's policy). An action's result is the app's own answer and is not masked.
+Masked = Annotated[Any, AfterValidator(mask)]
+MaskedDict = Annotated[dict[str, Any] | None, AfterValidator(mask)]
 
 
 class ErrorBody(Schema):
@@ -112,7 +118,7 @@ class RunSummaryOut(Schema):
     key: list[str]
     version: str
     status: str = Field(description="pending, running, waiting, completed, failed or cancelled.")
-    error: dict[str, Any] | None
+    error: MaskedDict
     cancel_requested: bool
     created_at: dt.datetime
     updated_at: dt.datetime
@@ -126,8 +132,8 @@ class RunSummaryOut(Schema):
 
 
 class RunOut(RunSummaryOut):
-    state: dict[str, Any]
-    result: Any
+    state: Annotated[dict[str, Any], AfterValidator(mask)]
+    result: Masked
 
 
 class AttemptOut(Schema):
@@ -135,7 +141,7 @@ class AttemptOut(Schema):
     started_at: dt.datetime
     finished_at: dt.datetime
     outcome: str = Field(description="ok, error, timeout or critical.")
-    error: dict[str, Any] | None = Field(description="name, message and traceback of a failure.")
+    error: MaskedDict = Field(description="name, message and traceback of a failure.")
     delay: float | None = Field(description="Seconds waited before the next attempt.")
     retry_at: dt.datetime | None
 
@@ -147,10 +153,10 @@ class StepOut(Schema):
     name: str
     kind: str = Field(description="step, sleep, queue, join, race, loop, try, checkpoint, version…")
     status: str = Field(description="completed, failed, retrying or waiting.")
-    input: Any
-    output: Any
-    error: dict[str, Any] | None
-    meta: dict[str, Any] | None = Field(description="Recorded by the step, e.g. a model call's usage.")
+    input: Masked
+    output: Masked
+    error: MaskedDict
+    meta: MaskedDict = Field(description="Recorded by the step, e.g. a model call's usage.")
     attempt_count: int
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
@@ -203,7 +209,7 @@ class RunPageOut(Schema):
 class EventOut(Schema):
     id: int = Field(description="The cursor: read on with `after=<id>`.")
     event: str
-    data: Any
+    data: Masked
     created_at: dt.datetime
     step: str | None = Field(None, description="The step that broadcast it while it ran (null: the body).")
     attempt: int | None = Field(None, description="Which attempt of that step.")
@@ -251,7 +257,7 @@ class AnsweredOut(Schema):
 
 
 class ActionOut(Schema):
-    result: Any
+    result: Any = Field(description="The action's answer, as the app computed it (not masked).")
 
 
 class ReasonIn(_In):
@@ -368,13 +374,14 @@ def list_events(
 
 @router.post(
     "/runs/{run_id}/replay",
-    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, **TOO_LARGE, **INVALID},
+    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, 409: ErrorOut, **TOO_LARGE, **INVALID},
     summary="Replay from a step",
 )
 def replay(request, run_id: str, payload: ReplayIn):
     """Runs the run again from `entry_id`: that entry and the later ones of its scope become
-    superseded history; earlier ones, waits included, stay. 413: an edited input over
-    MAX_VALUE_BYTES; 422: not a current entry of the run, or the run is running right now."""
+    superseded history; earlier ones, waits included, stay. 409 `not_applicable`: the run is
+    running right now (nothing changes, nothing is audited); 413: an edited input over
+    MAX_VALUE_BYTES; 422: not a current entry of the run."""
     return operations.replay_from(
         run_id,
         payload.entry_id,
@@ -387,22 +394,25 @@ def replay(request, run_id: str, payload: ReplayIn):
 
 @router.post(
     "/runs/{run_id}/entries/{entry_id}/retry-now",
-    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, **INVALID},
+    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, 409: ErrorOut, **INVALID},
     summary="Retry a step now",
 )
 def retry_now(request, run_id: str, payload: ReasonIn, entry_id: int = Path(..., ge=1, le=MAX_ID)):
-    """Skips the rest of a step's retry backoff. 422: the entry is not waiting to retry."""
+    """Skips the rest of a step's retry backoff. 409 `not_applicable`: the run has finished or was
+    cancelled, or the step is not waiting to retry (nothing changes, nothing is audited); 422: not
+    a current entry of the run."""
     return operations.retry_now(run_id, entry_id, actor=_actor(request), reason=payload.reason)
 
 
 @router.post(
     "/runs/{run_id}/cancel",
-    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, **INVALID},
+    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, 409: ErrorOut, **INVALID},
     summary="Cancel a run",
 )
 def cancel(request, run_id: str, payload: ReasonIn):
     """A waiting run ends cancelled at once, a running one at its next entry (`cancel_requested`
-    shows the request meanwhile). 422: the run has already finished."""
+    shows the request meanwhile). 409 `not_applicable`: the run has already finished (nothing
+    changes, nothing is audited)."""
     return operations.cancel(run_id, actor=_actor(request), reason=payload.reason)
 
 

@@ -47,6 +47,9 @@ RUN_STREAM_AUTH (default `"token"`)
 RUN_STREAM_TOKEN_SECONDS (default `3600`)
     The inspector's: how old a run stream token may be when a client connects with it (an open
     stream is not cut when its token ages).
+JSON_ERROR_PREFIXES (default `["/api/", "/jobs"]`)
+    The URL prefixes under which `workflows.api_errors.JsonErrorsMiddleware` answers every error
+    (unknown URL, wrong method, a crash) as JSON of the API's one shape.
 RETENTION (default `{}`: every run is kept forever)
     Days a finished run is kept, by status, e.g. `{"completed": 30, "cancelled": 30, "failed":
     90}`; then `manage.py prune` and the runner delete it with its whole history (entries,
@@ -103,6 +106,7 @@ DEFAULTS: dict[str, Any] = {
     "POLL_SECONDS": None,
     "RUN_STREAM_AUTH": "token",
     "RUN_STREAM_TOKEN_SECONDS": 3600.0,
+    "JSON_ERROR_PREFIXES": ["/api/", "/jobs"],
     "RETENTION": {},
     "PRUNE_SECONDS": 600.0,
     "PRUNE_BATCH": 100,

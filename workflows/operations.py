@@ -7,19 +7,26 @@ so the three always agree. Each returns the run as stored after the repair.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
+import logging
 from typing import Any
 
+from django.db import transaction
+
 from . import conf
-from .core.exceptions import BadInput
-from .core.jsonvalue import storable_text
+from .core import repair_rules
+from .core.exceptions import BadInput, WorkflowError
+from .core.jsonvalue import normalize, storable_text
 from .core.records import NOT_EDITED, Audit, AuditAction, OutgoingMessage
 from .core.schedules import ScheduleRecord
-from .engine.definition import Registry
+from .engine.definition import Registry, Workflow
 from .engine.schedules import Schedule
-from .models import Entry, Run
+from .models import Entry, Event, Run
 from .storage.django.repairs import write_audit  # the Django store writes every audit entry
 from .telemetry.tracing import producer_span
+
+logger = logging.getLogger(__name__)
 
 
 def _now() -> dt.datetime:
@@ -43,18 +50,78 @@ def replay_from(
 ) -> Run:
     """Run the run again from this entry: it and the entries after it in its scope become
     superseded history (kept, with their attempts); earlier entries, waits included, stay. With
-    `edit_input`, the step reruns with `input` instead of its recorded one."""
-    conf.default_store().replay(
-        str(run_id), entry_id, audit=Audit(actor=actor, reason=reason), now=_now(),
-        input=input if edit_input else NOT_EDITED,
-    )  # fmt: skip
+    `edit_input`, the step reruns with `input` instead of its recorded one. The workflow's
+    `on_repair` hears of it in the same transaction."""
+    with transaction.atomic():
+        conf.default_store().replay(
+            str(run_id), entry_id, audit=Audit(actor=actor, reason=reason), now=_now(),
+            input=input if edit_input else NOT_EDITED,
+        )  # fmt: skip
+        _on_repair(str(run_id), repair_rules.REPLAY, entry_id, actor=actor, reason=reason)
     return Run.objects.get(id=run_id)
 
 
 def retry_now(run_id: str, entry_id: int, *, actor: str, reason: str = "") -> Run:
-    """Skip the rest of a step's retry backoff: its next attempt is due now."""
-    conf.default_store().retry_now(str(run_id), entry_id, audit=Audit(actor=actor, reason=reason), now=_now())
+    """Skip the rest of a step's retry backoff: its next attempt is due now. The workflow's
+    `on_repair` hears of it in the same transaction."""
+    with transaction.atomic():
+        conf.default_store().retry_now(
+            str(run_id), entry_id, audit=Audit(actor=actor, reason=reason), now=_now()
+        )
+        _on_repair(str(run_id), repair_rules.RETRY_NOW, entry_id, actor=actor, reason=reason)
     return Run.objects.get(id=run_id)
+
+
+class RepairContext:
+    """`c` in a workflow's `on_repair(c, repair)`: the run's state to write, events to broadcast;
+    both commit with the repair."""
+
+    def __init__(self, run: Run, definition: Workflow) -> None:
+        self._run = run
+        self._definition = definition
+        self.state: dict[str, Any] = copy.deepcopy(run.state or {})
+        self.events: list[tuple[str, Any]] = []
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return tuple(self._run.key)
+
+    @property
+    def run_id(self) -> str:
+        return str(self._run.id)
+
+    @property
+    def status(self) -> str:
+        return self._run.status
+
+    def broadcast(self, event: str, payload: Any = None) -> None:
+        spec = self._definition.event_spec(event, self._run.workflow)
+        self.events.append((event, spec.validate(f"event {self._run.workflow}.{event}", payload)))
+
+
+def _on_repair(run_id: str, action: str, entry_id: int, *, actor: str, reason: str) -> None:
+    """Call the run's workflow's `on_repair`, inside the repair's transaction (the run row is
+    locked by it). An error in it is logged and changes nothing: the repair stands."""
+    run = Run.objects.select_for_update().get(id=run_id)
+    try:
+        definition = conf.registry().for_run(run.workflow, run.version)
+    except WorkflowError:  # not in this server's registries: nothing to tell
+        return
+    if definition.on_repair is None:
+        return
+    step = Entry.objects.filter(id=entry_id, run_id=run_id).values_list("name", flat=True).first() or ""
+    c = RepairContext(run, definition)
+    try:
+        definition.on_repair(c, repair_rules.Repair(action=action, step=step, actor=actor, reason=reason))
+        state = normalize(c.state, "the state on_repair wrote")
+    except Exception:
+        logger.exception("on_repair of %s (run %s) failed; the %s stands", run.workflow, run_id, action)
+        return
+    now = _now()
+    Run.objects.filter(id=run.id).update(state=state)
+    Event.objects.bulk_create(
+        [Event(run_id=run.id, name=name, payload=payload, created_at=now) for name, payload in c.events]
+    )
 
 
 def cancel(run_id: str, *, actor: str, reason: str = "") -> Run:

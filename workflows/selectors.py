@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from django.db.models import Prefetch, Q
 
 from .core.exceptions import BadInput, RunNotFound
-from .core.keys import key_identity
+from .core.keys import key_identity, quoted
 from .core.records import EventRecord
 from .core.retention import PRUNABLE
 from .models import Attempt, Entry, Run
@@ -40,7 +40,7 @@ def _run_uuid(run_id: str | uuid.UUID) -> uuid.UUID:
     try:
         return run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(str(run_id))
     except ValueError:
-        raise RunNotFound(f"no run with id {str(run_id)!r}") from None
+        raise RunNotFound(f"no run with id {quoted(str(run_id))}") from None
 
 
 def _aware(when: dt.datetime) -> dt.datetime:
@@ -112,7 +112,7 @@ def run_detail(run_id: str | uuid.UUID) -> Run:
     )
     run = Run.objects.prefetch_related(entries).filter(id=_run_uuid(run_id)).first()
     if run is None:
-        raise RunNotFound(f"no run with id {str(run_id)!r}")
+        raise RunNotFound(f"no run with id {quoted(str(run_id))}")
     return run
 
 
@@ -120,7 +120,7 @@ def run_events(run_id: str | uuid.UUID, *, after: int = 0, limit: int = 100) -> 
     """The run's events with id > after, oldest first; RunNotFound for an unknown run."""
     rid = _run_uuid(run_id)
     if not Run.objects.filter(id=rid).exists():
-        raise RunNotFound(f"no run with id {str(run_id)!r}")
+        raise RunNotFound(f"no run with id {quoted(str(run_id))}")
     return events_after(str(rid), after=after, limit=max(1, min(limit, MAX_PAGE)))
 
 

@@ -236,11 +236,12 @@ class DemoServices:
 
     def _crm(self, request: DemoRequest, kind: str) -> DemoResponse:
         if kind == "bad-json":
-            return DemoResponse(200, b'{"companies": [', {"Content-Type": "application/json"})
+            return DemoResponse(200, b'{"name": ', {"Content-Type": "application/json"})
         name = request.query.get("name", "").strip()
         if not name:
             raise _BadRequest("give ?name=")
-        return json_response(200, {"companies": [crm_record(name)]})
+        # The CRM's contract: one company object; 404 when there is no such company.
+        return json_response(200, crm_record(name))
 
     # --- the CMS ---------------------------------------------------------------------------------
 
@@ -343,20 +344,13 @@ def extract(prompt: str) -> dict[str, list[str]]:
     return {"companies": list(companies.values()), "actionItems": list(actions.values())}
 
 
-INDUSTRIES = ("manufacturing", "logistics", "retail", "software", "healthcare", "energy", "finance")
-OWNERS = ("Dana Lee", "Sam Ortiz", "Priya Natarajan", "Tom Becker", "Mia Rossi")
-TIERS = ("Bronze", "Silver", "Gold", "Platinum")
+PLANS = ("free", "starter", "business", "enterprise")
 
 
 def crm_record(name: str) -> dict[str, Any]:
+    """The CRM's company object, as the CRM's contract has it: `{"name", "plan", "seats"}`."""
     digest = int(hashlib.sha256(name.casefold().encode()).hexdigest(), 16)
-    return {
-        "name": name,
-        "industry": INDUSTRIES[digest % len(INDUSTRIES)],
-        "employees": 50 + (digest >> 8) % 5000,
-        "accountOwner": OWNERS[(digest >> 24) % len(OWNERS)],
-        "tier": TIERS[(digest >> 32) % len(TIERS)],
-    }
+    return {"name": name, "plan": PLANS[digest % len(PLANS)], "seats": 1 + (digest >> 8) % 500}
 
 
 def summarize(prompt: str) -> str:
@@ -379,8 +373,7 @@ def summarize(prompt: str) -> str:
             record = company.get("crm") or {}
             if record:
                 described.append(
-                    f"{company.get('name')} ({record.get('industry')}, {record.get('employees')} employees, "
-                    f"{record.get('tier')} tier, owner {record.get('accountOwner')})"
+                    f"{company.get('name')} ({record.get('plan')} plan, {record.get('seats')} seats)"
                 )
             else:
                 described.append(f"{company.get('name')} (not in the CRM)")

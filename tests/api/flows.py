@@ -28,6 +28,11 @@ async def approval_run(ctx):
     return decision
 
 
+def broken(c):
+    """An action with a bug: the API answers 500 in the one error shape, never the bug's text."""
+    raise RuntimeError("the action's bug: secret internals here")
+
+
 async def summary(c):
     return {"status": c.status, "approved": c.state.get("approved")}
 
@@ -37,7 +42,7 @@ approval = workflow(
     state=lambda: {"approved": None},
     queues={"approve": queue(Approval), "note": queue()},
     events={"progress": event()},
-    actions={"state": lambda c: c.state, "summary": summary},
+    actions={"state": lambda c: c.state, "summary": summary, "broken": broken},
     version="v1",
 )
 

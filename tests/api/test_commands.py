@@ -133,10 +133,11 @@ def test_retry_now__audited(db, registry, monkeypatch):
     fetch = Entry.objects.get(run_id=run_id, name="fetch")
     before = counts()
 
-    with pytest.raises(CommandError, match="not waiting to retry"):
+    with pytest.raises(CommandError, match="Retry now does not apply to a completed run"):
         cmd("retry-now", run_id, "--entry", str(fetch.id), "--reason", "r")
     assert counts() == before
 
+    Run.objects.filter(id=run_id).update(status="waiting")
     Entry.objects.filter(id=fetch.id).update(status="retrying")
     cmd("retry-now", run_id, "--entry", str(fetch.id), "--reason", "upstream back")
     audit = AuditEntry.objects.get()

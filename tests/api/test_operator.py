@@ -113,13 +113,14 @@ def test_retry_now__makes_the_retry_due_and_audits(api, registry):
 
 @pytest.mark.parametrize(
     ("entry", "body"),
-    [("fetch", {"reason": "r"}), ("999999", {"reason": "r"}), ("fetch", {}), ("fetch", {"reason": ""}),
+    [("999999", {"reason": "r"}), ("fetch", {}), ("fetch", {"reason": ""}),
      ("0", {"reason": "r"}), ("abc", {"reason": "r"})],
-    ids=["not-retrying", "unknown-entry", "no-reason", "empty-reason", "zero", "text"],
+    ids=["unknown-entry", "no-reason", "empty-reason", "zero", "text"],
 )  # fmt: skip
 def test_retry_now__bad_input_is_422_and_writes_nothing(api, registry, entry, body):
+    flows.FAILURES.update(fetch=1)
     run_id = start(api)
-    run_until_idle(registry)  # completes: fetch is not retrying
+    one_round(registry)  # fetch waits to retry: the repair applies, the request is what is wrong
     entry_id = Entry.objects.get(run_id=run_id, name="fetch").id if entry == "fetch" else entry
     before = counts()
 
@@ -152,12 +153,13 @@ def test_cancel__without_a_reason_is_422(api, body):
     assert counts() == before
 
 
-def test_cancel__a_finished_run_is_422(api, registry):
+def test_cancel__a_finished_run_is_409_not_applicable(api, registry):
     run_id = start(api)
     run_until_idle(registry)
     before = counts()
 
-    assert_error(api.post(f"/api/runs/{run_id}/cancel", {"reason": "r"}), 422, "invalid_request")
+    response = api.post(f"/api/runs/{run_id}/cancel", {"reason": "r"})
+    assert_error(response, 409, "not_applicable")
     assert counts() == before
 
 

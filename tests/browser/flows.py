@@ -92,14 +92,31 @@ async def showcase_run(ctx):
     return await ctx.step("publish-cms", cms, input={"title": "Planning call", "topics": extracted["topics"]})
 
 
+async def booking_run(ctx):
+    """Reserve and charge with compensations, then wait for a confirmation: cancelling it runs
+    the rollbacks (the cancel page says so first)."""
+    await ctx.rollback_checkpoint("checkpoint")
+    await ctx.step(
+        "reserve-seat", lambda s: {"seat": "12A"}, rollback=lambda s, out: {"released": out["seat"]}
+    )
+    await ctx.step(
+        "charge-card", lambda s: {"charge": "ch_1"}, rollback=lambda s, out: {"refunded": out["charge"]}
+    )
+    await ctx.queue.next("wait-confirm", names=["confirm"])
+
+
 registry = setup(
     use={
+        "booking": workflow(booking_run, queues={"confirm": queue()}, version="2026.1"),
         "approval": workflow(
             approval_run, state=lambda: {"stage": "queued", "title": None},
             queues={"approve": queue(choices={"Approve": {"by": OPERATOR}})},
             events={"progress": event()}, version="2026.1", labels=("title", "stage"),
         ),
-        "payment": workflow(payment_run, events={"progress": event()}, version="2026.1"),
+        "payment": workflow(
+            payment_run, events={"progress": event()}, version="2026.1",
+            calls_out={"reserve": "reserve the amount with the processor", "charge": "charge the card"},
+        ),
         "aiJob": workflow(
             showcase_run, state=lambda: {"stage": "queued"}, queues={"approve": queue()},
             events={"progress": event()}, version="2026.2",

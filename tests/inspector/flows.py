@@ -69,8 +69,25 @@ async def metered_run(ctx):
     return await ctx.step("lookup", lambda s: "found", limit="crm")
 
 
+UNDONE: list[str] = []  # the rollbacks of `booking` that ran, in order
+
+
+async def booking_run(ctx):
+    """Reserve, charge, note; then wait for a confirmation. Cancelling it compensates."""
+    await ctx.rollback_checkpoint("checkpoint")
+    await ctx.step(
+        "reserve-seat", lambda s: {"seat": "12A"}, rollback=lambda s, out: UNDONE.append("reserve-seat")
+    )
+    await ctx.step(
+        "charge-card", lambda s: {"charge": "ch_1"}, rollback=lambda s, out: UNDONE.append("charge-card")
+    )
+    await ctx.step("note", lambda s: "noted")  # nothing to undo
+    await ctx.queue.next("wait-confirm", names=["confirm"])
+
+
 registry = setup(
     use={
+        "booking": workflow(booking_run, queues={"confirm": queue()}, version="v1"),
         "family": workflow(family_run, version="v1"),
         "metered": workflow(metered_run, version="v1"),
         "approval": workflow(

@@ -256,7 +256,8 @@ def test_retry_now__refused_for_a_step_not_retrying(client):
     run = failed_approval()
     client.force_login(staff("oncall", "retry_step_now"))
     response = client.post(url("retry", run.id, entry(run, "publish").id), {"why": "x"})
-    assert response.status_code == 200 and "not waiting to retry" in response.content.decode()
+    assert response.status_code == 409
+    assert "Retry now does not apply to a failed run" in response.content.decode()
     assert not AuditEntry.objects.exists()
 
 

@@ -18,10 +18,10 @@ from django.core import signing
 from django.test import Client
 
 from config.asgi import application
-from inspector import access, live
-from inspector.masking import MASK
+from inspector import access, consumers, live
 from tests.inspector import flows
 from workflows.core.records import Commit, Transition
+from workflows.masking import MASK
 from workflows.models import Event, Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,6 +73,7 @@ async def close_code(ws: WebsocketCommunicator) -> int:
     assert connected, "refusals close after the handshake"
     closing = await ws.receive_output(TIMEOUT)
     assert closing["type"] == "websocket.close", closing
+    assert closing["reason"] == consumers.CLOSE_REASONS[closing["code"]]  # distinct, and said
     return closing["code"]
 
 

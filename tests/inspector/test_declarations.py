@@ -13,10 +13,10 @@ import pytest
 from django.urls import reverse
 
 from inspector import dashboard_selectors, selectors
-from inspector.masking import MASK
 from tests.inspector import flows
 from workflows import conf, queue, setup, workflow
 from workflows.engine.definition import OPERATOR
+from workflows.masking import MASK
 from workflows.models import AuditEntry, Message, Run
 from workflows.testing import run_until_idle
 

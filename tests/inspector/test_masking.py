@@ -1,68 +1,22 @@
-"""The masking function: secrets never show, and ordinary values (token counts included) do."""
+"""The masking policy (workflows.masking) over the shared cases of tests/masking_cases.py: secrets
+never show, and ordinary values (token counts included) do; the inspector's run page of a run that
+recorded every case shows none of their secrets (the API's reads: tests/api/test_masking.py)."""
 
 from __future__ import annotations
 
 import copy
+import html
 
 import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
 
-from inspector.masking import MASK, is_secret_key, mask, mask_text, unmask
-
-# One table for keys and free text. A key case: ("key", key, secret?). A text case: ("text",
-# text, the secret that must go, or None: the text must come back unchanged).
-CASES = [
-    # secret keys, by word, pair or joined words, in any case and style
-    *[("key", k, True) for k in [
-        "api_key", "API_KEY", "apiKey", "x-api-key", "openai_api_key", "password", "db_password", "Passwd",
-        "secret", "client_secret", "token", "access_token", "refreshToken", "Authorization", "auth.token",
-        "cookie", "private_key", "privateKey", "PRIVATEKEY", "ssh-private-key", "passphrase", "key_passphrase",
-        "session_id", "sessionId", "sessionID", "SESSIONID", "jwt", "id_jwt", "otp", "otp_code", "pin", "PIN",
-        "pin_code", "pinCode", "ssn", "customer_ssn", "card_number", "cardNumber", "CardNumber", "auth",
-        "x-auth", "basic_auth", "creds", "db_creds", "credential", "credentials", "Pass-Word",
-    ]],
-    # ordinary keys: whole words only, token counters readable
-    *[("key", k, False) for k in [
-        "prompt_tokens", "completion_tokens", "total_tokens", "max_tokens", "keyboard", "monkey", "author",
-        "authored_by", "co-author", "secretary_name", "title", "key", "passage", "pinned", "spinner",
-        "is_pinned", "pinyin", "session", "session_count", "card", "number", "private", "opinion",
-        "tokenizer", "passport_country",
-    ]],
-    # free text: the secret goes
-    ("text", "HTTP 401 for Authorization: Bearer sk-abcdefgh12345678", "sk-abcdefgh12345678"),
-    ("text", "headers={'authorization': 'Basic dXNlcjpwYXNz'}", "dXNlcjpwYXNz"),
-    ("text", "connect failed: password=hunter2 host=db", "hunter2"),
-    ("text", '{"api_key": "abcd1234"}', "abcd1234"),
-    ("text", "GET /v1?token=abc123&page=2", "abc123"),
-    ("text", "key sk-proj-ABCDEFGHIJKLMNOPqrstuv leaked", "sk-proj-ABCDEFGHIJKLMNOPqrstuv"),
-    ("text", "Traceback ...\n  client_secret = 's3cr3t-value'\n", "s3cr3t-value"),
-    ("text", "could not connect to postgres://app:pa55word@db.internal:5432/prod", "pa55word"),
-    ("text", "redis://:r3dis-pw@cache:6379/0 refused", "r3dis-pw"),
-    ("text", "broker amqp://guest:p@ss@rabbit/ down", "p@ss"),
-    ("text", "DATABASE_URL='mysql://root:toor@localhost/db'", "toor"),
-    ("text", "private_key=-----BEGIN-KEY-abc", "-----BEGIN-KEY-abc"),
-    ("text", '{"passphrase": "correct horse battery"}', "correct horse battery"),
-    ("text", "login failed: session_id=9f8e7d6c", "9f8e7d6c"),
-    ("text", "sessionId: 'abc-123'", "abc-123"),
-    ("text", "verify jwt=eyJhbGciOiJIUzI1NiJ9.e30.sig", "eyJhbGciOiJIUzI1NiJ9.e30.sig"),
-    ("text", "otp: 493021 expired", "493021"),
-    ("text", "pin=0420 rejected", "0420"),
-    ("text", "ssn: 123-45-6789 on file", "123-45-6789"),
-    ("text", "card_number=4111 1111 1111 1111 declined", "1111 1111"),
-    ("text", "X-Auth: deadbeefcafe", "deadbeefcafe"),
-    ("text", "auth=admin:letmein", "admin:letmein"),
-    ("text", "creds: s3cr3tpair", "s3cr3tpair"),
-    ("text", "error: {\"detail\": \"password=hunter2\"}", "hunter2"),
-    # free text: nothing to hide, nothing changed
-    ("text", "used 120 prompt tokens", None),
-    ("text", "tokens: 5", None),
-    ("text", "step 'extract' timed out after 30s", None),
-    ("text", "the secretary signed", None),
-    ("text", "pinned: true, spinner=3, opinion: fine", None),
-    ("text", "author: Ann Lee; authored_by=ann", None),
-    ("text", "GET https://api.example.com:8443/v1/items?page=2 -> 503", None),
-    ("text", "see http://user@example.com/path and https://example.com/a@b", None),
-    ("text", "session: 42 minutes, card: visa", None),
-]  # fmt: skip
+from tests import masking_cases
+from tests.masking_cases import CASES
+from workflows import conf
+from workflows.masking import MASK, is_secret_key, mask, mask_text, unmask
+from workflows.models import Run
+from workflows.testing import run_until_idle
 
 
 @pytest.mark.parametrize(("kind", "given", "secret"), CASES, ids=[f"{k}:{g!r:.40}" for k, g, _ in CASES])
@@ -113,3 +67,22 @@ def test_unmask__puts_untouched_secrets_back():
     edited = mask(original) | {"title": "new"}
     assert unmask(edited, original) == {**original, "title": "new"}
     assert unmask({"password": "typed-new"}, original) == {"password": "typed-new"}
+
+
+@pytest.mark.django_db
+def test_the_run_page_of_a_run_that_recorded_every_case_shows_no_secret(client, settings):
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "REGISTRIES": ["tests.masking_cases.registry"]}
+    conf.registry.cache_clear()
+    run_id = masking_cases.registry.client("leaky").get_or_create(["k"]).run_id
+    run_until_idle(masking_cases.registry)
+    assert Run.objects.get(id=run_id).status == "failed"
+
+    response = client.get(reverse("admin:workflows_run_inspect", args=[run_id]))
+
+    assert response.status_code == 200
+    page = html.unescape(response.content.decode())
+    leaked = [secret for secret in masking_cases.hidden() if secret in page]
+    assert leaked == []
+    assert all(value in page for value in masking_cases.shown())
+    assert MASK in page

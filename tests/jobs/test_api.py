@@ -59,6 +59,9 @@ def test_get__the_job_with_its_run_status_and_state(client):
         "jobId": job_id,
         "runId": str(run.id),
         "status": run.status,
+        "stage": "queued",
+        "detail": None,
+        "nextAttemptAt": None,
         "state": run.state,
         "streamToken": body["streamToken"],  # tests/jobs/test_access.py checks it
     }

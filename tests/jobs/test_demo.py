@@ -44,13 +44,15 @@ def test_model__extracts_companies_and_action_items_from_the_sample():
 
 
 def test_model__summarizes_from_the_facts():
-    companies = [{"name": "Acme Corp", "found": True, "crm": {"industry": "retail", "employees": 10}}]
+    companies = [
+        {"name": "Acme Corp", "found": True, "crm": {"name": "Acme Corp", "plan": "business", "seats": 10}}
+    ]
     messages = prompts.summarize_messages("Call", SAMPLE, ["Send the deck"], companies)
     status, body = chat(DemoServices(), messages, json_object=False)
     brief = body["choices"][0]["message"]["content"]
     assert status == 200
     assert brief.startswith("Brief: Call.")
-    assert "Acme Corp (retail, 10 employees" in brief and "1. Send the deck." in brief
+    assert "Acme Corp (business plan, 10 seats)" in brief and "1. Send the deck." in brief
 
 
 def test_cms__the_same_idempotency_key_returns_the_same_post():

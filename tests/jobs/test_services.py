@@ -106,15 +106,17 @@ async def test_model__network_errors_are_retryable():
 
 async def test_crm__looks_the_company_up_by_name_and_prefers_the_exact_match():
     seen: list[httpx.Request] = []
-    records = {"companies": [{"name": "Acme Corporation"}, {"name": "acme corp", "tier": "Gold"}]}
+    records = [{"name": "Acme Corporation"}, {"name": "acme corp", "plan": "business"}]
     async with client_answering(httpx.Response(200, json=records), seen=seen) as client:
         found = await crm.find_company(client, "Acme Corp")
-    assert found == {"name": "acme corp", "tier": "Gold"}
+    assert found == {"name": "acme corp", "plan": "business"}
     assert str(seen[0].url) == "http://crm.test/companies?name=Acme+Corp"
 
 
 async def test_crm__no_match_is_none_and_500_is_retryable():
-    async with client_answering(httpx.Response(200, json={"companies": []})) as client:
+    async with client_answering(httpx.Response(200, json=[])) as client:
+        assert await crm.find_company(client, "Nobody Inc") is None
+    async with client_answering(httpx.Response(404, json={"error": "no such company"})) as client:
         assert await crm.find_company(client, "Nobody Inc") is None
     async with client_answering(httpx.Response(500)) as client:
         with pytest.raises(ServiceUnavailable, match="CRM returned 500"):

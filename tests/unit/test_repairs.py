@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from workflows import CriticalError, queue, setup, workflow
-from workflows.core.exceptions import BadInput, RunBusy, RunNotFound
+from workflows.core.exceptions import BadInput, NotApplicable, RunBusy, RunNotFound
 from workflows.core.records import Audit, OutgoingMessage
 from workflows.testing import arun_until_idle
 
@@ -74,8 +74,9 @@ async def test_replay__refused_for_a_held_run_or_a_stale_entry_and_nothing_is_wr
     with pytest.raises(BadInput, match="no current entry"):  # superseded by the first replay
         h.store.replay(handle.run_id, old.id, audit=WHO, now=h.clock.now())
     h.store.claim(owner="r1", workflows=["wf"], limit=1, lease_seconds=30, now=h.clock.now())
-    with pytest.raises(RunBusy):
+    with pytest.raises(RunBusy, match="Replay does not apply to a running run") as busy:
         h.store.replay(handle.run_id, old.id, audit=WHO, now=h.clock.now())
+    assert isinstance(busy.value, NotApplicable)
     with pytest.raises(RunNotFound):
         h.store.replay("00000000-0000-0000-0000-000000000000", old.id, audit=WHO, now=h.clock.now())
     assert [a.action for a in h.store.audit_log(handle.run_id)] == ["replay"]
@@ -117,8 +118,25 @@ async def test_retry_now__skips_the_backoff_of_a_retrying_step(h):
 
     assert calls == [1, 2] and (await handle.ainfo()).result == "ok"
     assert h.store.audit_log(handle.run_id)[0].details == {"entry": entry.id, "step": "s"}
-    with pytest.raises(BadInput, match="not waiting to retry"):
+    with pytest.raises(NotApplicable, match="Retry now does not apply to a completed run"):
         h.store.retry_now(handle.run_id, entry.id, audit=WHO, now=h.clock.now())
+    assert len(h.store.audit_log(handle.run_id)) == 1
+
+
+async def test_retry_now__refused_for_a_step_not_waiting_to_retry_and_nothing_is_written(h):
+    async def body(ctx):
+        await ctx.step("first", lambda step: 1)
+        await ctx.queue.next("wait", names=["go"])
+
+    reg = setup(use={"wf": workflow(body, queues={"go": queue()})})
+    handle = await h.client(reg, "wf").aget_or_create(["k"])
+    await h.run(reg)
+    first = h.entries(handle.run_id)["first"]
+    with pytest.raises(NotApplicable, match="step “first”: it is completed, not waiting to retry"):
+        h.store.retry_now(handle.run_id, first.id, audit=WHO, now=h.clock.now())
+    with pytest.raises(BadInput, match="no current entry"):
+        h.store.retry_now(handle.run_id, 10**9, audit=WHO, now=h.clock.now())
+    assert h.store.audit_log(handle.run_id) == []
 
 
 async def test_cancel__ends_a_waiting_run_and_refuses_a_finished_one(h):
@@ -132,8 +150,9 @@ async def test_cancel__ends_a_waiting_run_and_refuses_a_finished_one(h):
     await h.run(reg)
     assert (await handle.ainfo()).status == "cancelled"
 
-    with pytest.raises(BadInput, match="already cancelled"):
+    with pytest.raises(NotApplicable, match="already cancelled") as refused:
         h.store.cancel(handle.run_id, audit=WHO, now=h.clock.now())
+    assert (refused.value.action, refused.value.status) == ("cancel", "cancelled")
     assert [a.action for a in h.store.audit_log(handle.run_id)] == ["cancel"]
 
 

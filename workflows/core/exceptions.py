@@ -18,7 +18,8 @@
     ├── InvalidMessage             a message or event payload failed its schema
     ├── RunNotFound                no run with that id or key
     ├── RunFinished                the run is terminal (completed, failed or cancelled)
-    ├── RunBusy                    a repair needs the run at rest; a runner holds it now
+    ├── NotApplicable              an operator's repair that does not apply to the run as it is
+    │   └── RunBusy                a repair needs the run at rest; a runner holds it now
     ├── MessageTimeout             a `send(..., wait=True)` got no completion in time
     ├── LeaseLost                  this runner no longer owns the run (another one took it over)
     └── StoreUnavailable           the store could not be reached or gave up on a transaction
@@ -193,7 +194,20 @@ class RunFinished(WorkflowError):
     pass
 
 
-class RunBusy(BadInput):
+class NotApplicable(BadInput):
+    """An operator's repair (replay, retry now, cancel) that does not apply to the run in its
+    status (`workflows.core.repair_rules`): nothing changed and no audit entry was written. The
+    message is the sentence that says why; the API answers 409 `not_applicable`."""
+
+    def __init__(self, message: str, *, action: str = "", run_id: str = "", status: str = "") -> None:
+        self.action = action
+        self.run_id = run_id
+        self.status = status
+        self.detail = {"action": action, "runId": run_id, "status": status} if action else None
+        super().__init__(message)
+
+
+class RunBusy(NotApplicable):
     """The run is held by a runner right now; the operation needs it at rest."""
 
 

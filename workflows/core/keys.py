@@ -29,3 +29,9 @@ def key_identity(key: list[str]) -> tuple[str, str]:
     """(the key as compact JSON text, its sha256): the text is searchable, the hash is unique."""
     text = json.dumps(key, separators=(",", ":"), ensure_ascii=False)
     return text, hashlib.sha256(text.encode()).hexdigest()
+
+
+def quoted(value: Any) -> str:
+    """A run id or key as it reads in a message: JSON text (`"abc"`, `["job-1"]`), never a Python
+    repr (`'abc'`, `['job-1']`), so an error answered over HTTP reads the same as the request."""
+    return json.dumps(value, ensure_ascii=False)

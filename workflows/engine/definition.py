@@ -5,6 +5,7 @@ Pure Python: importing this never touches Django's app registry or the database.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -164,14 +165,21 @@ class Workflow:
     events: Mapping[str, EventSpec] = field(default_factory=dict)
     actions: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     on_error: Callable[[Any, Any], Any] | None = None
+    # Called when an operator's replay or retry now of a run is accepted, with the repair's
+    # transaction: `on_repair(c, repair)` may write `c.state` and `c.broadcast(...)`.
+    on_repair: Callable[[Any, Any], Any] | None = None
     version: str = ""
     labels: tuple[str, ...] = ()  # state keys naming a run in the inspector: title first
     # `Concurrency(max=2, key=lambda run: run.key[0])`: at most 2 runs of one group (here, per first
     # key part) execute at once across every runner; the others wait, holding nothing, in claim order.
     concurrency: Concurrency | None = None
+    # Step name (or fnmatch pattern, e.g. "enrich-*") -> the external call the step makes, as a
+    # verb phrase ("post the brief to the CMS"): the replay confirmation says which calls run again.
+    calls_out: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", _checked_labels(self.labels))
+        object.__setattr__(self, "calls_out", _checked_calls(self.calls_out))
         if self.concurrency is not None and not isinstance(self.concurrency, Concurrency):
             raise TypeError(
                 f"concurrency= takes Concurrency(max=..., key=...), not {type(self.concurrency).__name__}"
@@ -181,6 +189,15 @@ class Workflow:
         """The concurrency group a new run of `key` joins (None: no limit); BadInput when the
         key function fails, before anything is written."""
         return None if self.concurrency is None else self.concurrency.group(name, key)
+
+    def call_of(self, step: str) -> str | None:
+        """The external call step `step` declares (`calls_out`): its exact name first, then the
+        first pattern it matches; None when it declares none."""
+        if step in self.calls_out:
+            return self.calls_out[step]
+        return next(
+            (call for pattern, call in self.calls_out.items() if fnmatch.fnmatchcase(step, pattern)), None
+        )
 
     def initial_state(self) -> dict[str, Any]:
         state = self.state() if self.state else {}
@@ -205,6 +222,22 @@ class Workflow:
             return self.actions[name]
         except KeyError:
             raise UnknownAction(workflow_name, name) from None
+
+
+def _checked_calls(calls: Any) -> dict[str, str]:
+    if calls is None:
+        return {}
+    if not isinstance(calls, Mapping):
+        raise TypeError(
+            "calls_out must map a step name (or pattern) to the call it makes, e.g. "
+            f"{{'publish': 'post the brief to the CMS'}}; got {type(calls).__name__}"
+        )
+    for step, call in calls.items():
+        if not isinstance(step, str) or not step.strip():
+            raise TypeError(f"calls_out must name steps (non-empty strings), not {step!r}")
+        if not isinstance(call, str) or not call.strip():
+            raise TypeError(f"calls_out[{step!r}] must say what the step calls (a non-empty string)")
+    return dict(calls)
 
 
 def _checked_labels(labels: Any) -> tuple[str, ...]:
@@ -241,17 +274,27 @@ def workflow(
     events: Mapping[str, EventSpec] | None = None,
     actions: Mapping[str, Callable[[Any], Any]] | None = None,
     on_error: Callable[[Any, Any], Any] | None = None,
+    on_repair: Callable[[Any, Any], Any] | None = None,
     version: str | None = None,
     labels: Sequence[str] = (),
     concurrency: Concurrency | None = None,
+    calls_out: Mapping[str, str] | None = None,
 ) -> Workflow:
     """Declare a workflow. `version` defaults to a fingerprint of `run`'s source. `labels` are the
     state keys whose values name a run in the inspector and on the dashboard: the first is its
-    title, the others show beside it (e.g. `("title", "stage")`)."""
+    title, the others show beside it (e.g. `("title", "stage")`). `on_repair(c, repair)` is called
+    when an operator's replay or retry now is accepted (`repair`: a
+    `workflows.core.repair_rules.Repair`); what it writes to `c.state` and broadcasts commits with
+    the repair, so the state tells the truth from then on (e.g. clears an old error). `calls_out`
+    maps step names (or fnmatch patterns such as `"enrich-*"`) to the external call each makes
+    (`{"publish": "post the brief to the CMS"}`): the inspector's replay confirmation lists the
+    calls that will run again."""
     if not inspect.iscoroutinefunction(run):
         raise TypeError("a workflow's run must be an `async def` function")
     if on_error is not None and _is_async(on_error):
         raise TypeError("on_error must be a plain function (it is quick bookkeeping), not `async def`")
+    if on_repair is not None and _is_async(on_repair):
+        raise TypeError("on_repair must be a plain function (it is quick bookkeeping), not `async def`")
     return Workflow(
         run=run,
         state=state,
@@ -259,9 +302,11 @@ def workflow(
         events=dict(events or {}),
         actions=dict(actions or {}),
         on_error=on_error,
+        on_repair=on_repair,
         version=version or _code_version(run),
         labels=_checked_labels(labels),
         concurrency=concurrency,
+        calls_out=_checked_calls(calls_out),
     )
 
 

@@ -284,6 +284,10 @@ class Execution:
         """A completed step's compensation, run if the run fails for good."""
         self._rollbacks.append((name, fn, output))
 
+    def compensations(self) -> list[str]:
+        """The steps whose rollbacks a cancel or a failure would run now, in the order they run."""
+        return [name for name, _fn, _output in reversed(self._rollbacks)]
+
     def _frontier(self, where: str) -> Frontier:
         self.frontier = self.frontier or where
         return Frontier(where)

@@ -20,6 +20,17 @@ from .execution import Execution
 
 
 @dataclass(frozen=True)
+class Compensations:
+    """What a cancel of a run would compensate, from a dry replay of its history: `steps` whose
+    rollbacks run, in the order they run (newest first); `known` False (with `detail`) when the
+    dry replay could not tell (the workflow is not in this code, or its history diverged)."""
+
+    steps: tuple[str, ...] = ()
+    known: bool = True
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class ReplayReport:
     run_id: str
     workflow: str
@@ -33,6 +44,38 @@ class Replayer:
     def __init__(self, registry: Registry, clock: Clock | None = None) -> None:
         self.registry = registry
         self.clock = clock or Clock()
+
+    def _dry(self, run: RunRecord, history: list[EntryRecord]) -> Execution:
+        return Execution(
+            run=run,
+            definition=self.registry.for_run(run.workflow, run.version),
+            registry=self.registry,
+            history=history,
+            store=MemoryStore(),  # never written: a dry run stops before any commit
+            clock=self.clock,
+            owner="checkreplay",
+            dry_run=True,
+        )
+
+    async def compensations(self, run: RunRecord, history: list[EntryRecord]) -> Compensations:
+        """The rollbacks a cancel of `run` would run now: the dry run walks its recorded entries up
+        to the first that would run, collecting the rollbacks of its completed steps (those after
+        a `rollback_checkpoint`), as the real execution does before it compensates."""
+        try:
+            dry = self._dry(run, history)
+        except UnknownWorkflow:
+            return Compensations(known=False, detail=f"workflow {run.workflow!r} is not in the current code")
+        try:
+            await dry.definition.run(dry.context(""))
+        except (HistoryDiverged, DuplicateEntryName) as exc:
+            return Compensations(known=False, detail=str(exc))
+        except Unwind:  # the frontier: where the run is now
+            pass
+        except Exception:  # the recorded failure: its compensations are the same rollbacks
+            pass
+        if isinstance(dry.fatal, HistoryDiverged | DuplicateEntryName):
+            return Compensations(known=False, detail=str(dry.fatal))
+        return Compensations(steps=tuple(dry.compensations()))
 
     async def check(self, run: RunRecord, history: list[EntryRecord]) -> ReplayReport:
         try:
@@ -68,6 +111,13 @@ class Replayer:
         if isinstance(dry.fatal, HistoryDiverged | DuplicateEntryName):
             return ReplayReport(run.id, run.workflow, True, str(dry.fatal))
         return ReplayReport(run.id, run.workflow, False, outcome)
+
+
+async def compensations_on_cancel(
+    run: RunRecord, history: list[EntryRecord], registry: Registry, clock: Clock | None = None
+) -> Compensations:
+    """The compensations a cancel of `run` would run now (`Replayer(registry).compensations`)."""
+    return await Replayer(registry, clock).compensations(run, history)
 
 
 async def check_history(

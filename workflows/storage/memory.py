@@ -15,8 +15,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any, cast
 
+from ..core import repair_rules
 from ..core.concurrency import GroupUse, admit
-from ..core.exceptions import BadInput, ChildConflict, LeaseLost, RunBusy, RunFinished, RunNotFound
+from ..core.exceptions import BadInput, ChildConflict, LeaseLost, RunFinished, RunNotFound
 from ..core.jsonvalue import normalize
 from ..core.limits import WINDOW, Grant, Limiter, SlotUse, decide
 from ..core.records import (
@@ -677,8 +678,7 @@ class MemoryStore(MemoryPresence, Store):
             input = normalize(input, "the edited input")
         with self._lock:
             run = self._run(run_id)
-            if run.status == RunStatus.RUNNING:
-                raise RunBusy(f"run {run_id} is running; wait for it to finish or fail before replaying")
+            repair_rules.check(repair_rules.REPLAY, run_id, run.status)
             first = self._current_entry(run_id, entry_id)
             if first is None:
                 raise BadInput(f"run {run_id} has no current entry {entry_id}")
@@ -710,9 +710,13 @@ class MemoryStore(MemoryPresence, Store):
     def retry_now(self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime) -> RunRecord:
         with self._lock:
             run = self._run(run_id)
+            repair_rules.check(repair_rules.RETRY_NOW, run_id, run.status)
             entry = self._current_entry(run_id, entry_id)
-            if entry is None or entry.status != EntryStatus.RETRYING:
-                raise BadInput(f"entry {entry_id} of run {run_id} is not waiting to retry")
+            if entry is None:
+                raise BadInput(f"run {run_id} has no current entry {entry_id}")
+            repair_rules.check(
+                repair_rules.RETRY_NOW, run_id, run.status, step=entry.name, step_status=entry.status
+            )
             self.entries[entry.id] = (run_id, replace(entry, wake_at=now))
             if run.status == RunStatus.WAITING:
                 self.runs[run_id] = replace(run, wake_at=now)
@@ -722,8 +726,7 @@ class MemoryStore(MemoryPresence, Store):
     def cancel(self, run_id: str, *, audit: Audit, now: dt.datetime) -> RunRecord:
         with self._lock:
             run = self._run(run_id)
-            if run.status in TERMINAL:
-                raise BadInput(f"run {run_id} is already {run.status}")
+            repair_rules.check(repair_rules.CANCEL, run_id, run.status)
             run = self.request_cancel(run_id, now=now)
             self._audit(run_id, AuditAction.CANCEL, audit, {}, now)
             return run

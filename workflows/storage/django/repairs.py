@@ -12,11 +12,12 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from ...core.exceptions import BadInput, RunBusy, RunNotFound
+from ...core import repair_rules
+from ...core.exceptions import BadInput, RunNotFound
 from ...core.jsonvalue import normalize
+from ...core.keys import quoted
 from ...core.records import (
     NOT_EDITED,
-    TERMINAL,
     Audit,
     AuditAction,
     AuditRecord,
@@ -43,7 +44,7 @@ def _locked_run(run_id: str) -> Run:
     except (ValidationError, ValueError, TypeError):  # not a UUID
         run = None
     if run is None:
-        raise RunNotFound(f"no run with id {run_id!r}")
+        raise RunNotFound(f"no run with id {quoted(run_id)}")
     return run
 
 
@@ -56,8 +57,7 @@ class DjangoRepairs:
             input = normalize(input, "the edited input")
         with transaction.atomic():
             run = _locked_run(run_id)
-            if run.status == RunStatus.RUNNING:
-                raise RunBusy(f"run {run_id} is running; wait for it to finish or fail before replaying")
+            repair_rules.check(repair_rules.REPLAY, run_id, run.status)
             first = Entry.objects.filter(id=entry_id, run_id=run_id, superseded=False).first()
             if first is None:
                 raise BadInput(f"run {run_id} has no current entry {entry_id}")
@@ -92,9 +92,13 @@ class DjangoRepairs:
     def retry_now(self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime) -> RunRecord:
         with transaction.atomic():
             run = _locked_run(run_id)
+            repair_rules.check(repair_rules.RETRY_NOW, run_id, run.status)
             entry = Entry.objects.filter(id=entry_id, run_id=run_id, superseded=False).first()
-            if entry is None or entry.status != EntryStatus.RETRYING:
-                raise BadInput(f"entry {entry_id} of run {run_id} is not waiting to retry")
+            if entry is None:
+                raise BadInput(f"run {run_id} has no current entry {entry_id}")
+            repair_rules.check(
+                repair_rules.RETRY_NOW, run_id, run.status, step=entry.name, step_status=entry.status
+            )
             entry.wake_at = now
             entry.save(update_fields=["wake_at"])
             if run.status == RunStatus.WAITING:
@@ -107,8 +111,7 @@ class DjangoRepairs:
     def cancel(self, run_id: str, *, audit: Audit, now: dt.datetime) -> RunRecord:
         with transaction.atomic():
             run = _locked_run(run_id)
-            if run.status in TERMINAL:
-                raise BadInput(f"run {run_id} is already {run.status}")
+            repair_rules.check(repair_rules.CANCEL, run_id, run.status)
             record = self.request_cancel(run_id, now=now)  # type: ignore[attr-defined]
             write_audit(run_id, AuditAction.CANCEL, audit, {}, now)
         return record

@@ -34,7 +34,7 @@ from django.db.models import Count, Q
 
 from ...core.concurrency import GroupUse
 from ...core.exceptions import LeaseLost, RunNotFound, StoreUnavailable
-from ...core.keys import key_identity
+from ...core.keys import key_identity, quoted
 from ...core.limits import Grant, Limiter
 from ...core.records import (
     LIVE,
@@ -135,12 +135,12 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         try:
             return run_record(Run.objects.get(id=run_id))
         except (Run.DoesNotExist, ValidationError, ValueError, TypeError):  # missing, or not a UUID
-            raise RunNotFound(f"no run with id {run_id!r}") from None
+            raise RunNotFound(f"no run with id {quoted(run_id)}") from None
 
     def find_run(self, workflow: str, key: list[str]) -> RunRecord:
         run = Run.objects.filter(workflow=workflow, key_hash=key_identity(key)[1]).first()
         if run is None:
-            raise RunNotFound(f"no {workflow} run with key {key!r}")
+            raise RunNotFound(f"no {workflow} run with key {quoted(key)}")
         return run_record(run)
 
     # --- the runner's side ----------------------------------------------------------------------
@@ -299,7 +299,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         with transaction.atomic():
             run = Run.objects.select_for_update().filter(id=run_id).first()
             if run is None:
-                raise RunNotFound(f"no run with id {run_id!r}")
+                raise RunNotFound(f"no run with id {quoted(run_id)}")
             if run.status not in TERMINAL and not run.cancel_requested:
                 run.cancel_requested = True
                 fields = ["cancel_requested", *run.touch(now)]

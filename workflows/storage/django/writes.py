@@ -15,7 +15,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 
 from ...core.exceptions import ChildConflict, LeaseLost, RunFinished, RunNotFound
-from ...core.keys import key_identity
+from ...core.keys import key_identity, quoted
 from ...core.records import (
     LIVE,
     LOST_EVENTS,
@@ -331,7 +331,7 @@ def send_to_run(outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
     if row is None:
         status = Run.objects.filter(id=outgoing.run_id).values_list("status", flat=True).first()
         if status is None:
-            raise RunNotFound(f"no run with id {outgoing.run_id!r}")
+            raise RunNotFound(f"no run with id {quoted(outgoing.run_id)}")
         raise RunFinished(f"run {outgoing.run_id} is {status}; it takes no more messages")
     return MessageRecord(
         id=row[0], run_id=outgoing.run_id, queue=outgoing.queue, body=outgoing.body, sent_at=now,
@@ -366,7 +366,7 @@ def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> 
     if outgoing.run_id is not None:
         target = Run.objects.filter(id=outgoing.run_id).values_list("id", "status").first()
         if target is None:
-            raise RunNotFound(f"no run with id {outgoing.run_id!r}")
+            raise RunNotFound(f"no run with id {quoted(outgoing.run_id)}")
     else:
         assert outgoing.workflow is not None and outgoing.key is not None
         found = Run.objects.filter(workflow=outgoing.workflow, key_hash=key_identity(outgoing.key)[1])

@@ -1,5 +1,7 @@
-"""Secrets never show: values under secret-looking keys, and secrets written into text, are masked
-before the inspector, the dashboard or a run's WebSocket shows anything a run recorded.
+"""The one masking policy. Secrets never show: values under secret-looking keys, and secrets
+written into text, are masked before the inspector, the dashboard, a run's WebSocket or the `/api/`
+reads (a run with its steps, attempts, state, result and error; its events) show anything a run
+recorded. (The example app's `/jobs` state and actions' results are the app's own data: unmasked.)
 
 Pure functions over JSON values (dict, list, str, numbers, None); the input is never modified.
 
