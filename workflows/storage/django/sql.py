@@ -81,15 +81,18 @@ CLAIM_GROUPED = (
 # Before that claim: set aside the due runs of groups that are full (wake_at NULL, their due time
 # kept in held_at), so neither this claim nor the next ones pass them again: runs held back cost
 # claims nothing. A run of the group leaving `running` puts the first one back (UNPARK).
+PARK_BATCH = 1000  # runs a claim sets aside at most (the next claim goes on)
 PARK_HELD = (
     "WITH caps (workflow, cap) AS (VALUES {caps}),"
     " busy AS (SELECT concurrency_group AS g, workflow AS w, COUNT(*) AS n FROM workflows_run"
     " WHERE status = %s AND concurrency_group IS NOT NULL AND wake_at > %s AND workflow IN ({names})"
-    " GROUP BY concurrency_group, workflow)"
-    " UPDATE workflows_run SET held_at = COALESCE(held_at, wake_at), wake_at = NULL"
-    " WHERE wake_at <= %s AND status IN (%s, %s, %s) AND workflow IN ({names}) AND NOT cancel_requested"
-    " AND concurrency_group IN"
-    " (SELECT busy.g FROM busy JOIN caps ON caps.workflow = busy.w WHERE busy.n >= caps.cap)"
+    " GROUP BY concurrency_group, workflow),"
+    " filled AS (SELECT busy.g FROM busy JOIN caps ON caps.workflow = busy.w WHERE busy.n >= caps.cap)"
+    " UPDATE workflows_run SET held_at = COALESCE(held_at, wake_at), wake_at = NULL WHERE id IN"
+    # from the full groups (few) into their due runs (workflows_run_group_due), a batch at a time
+    " (SELECT r.id FROM filled JOIN workflows_run r ON r.concurrency_group = filled.g"
+    " WHERE r.wake_at <= %s AND r.status IN (%s, %s, %s) AND r.workflow IN ({names}) AND NOT r.cancel_requested"
+    f" LIMIT {PARK_BATCH})"
 )
 # The first run set aside in a group (priority, then its due time) becomes due again at its due
 # time, so it keeps its place in line. SKIP LOCKED: two runs ending at once put back two.
