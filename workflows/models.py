@@ -89,6 +89,12 @@ class Run(models.Model):
                 name="workflows_run_executing",
                 condition=Q(status=RunStatus.RUNNING, concurrency_group__isnull=False),
             ),
+            # A group's runs with a wake time: those due in a full group, for the claim to set aside.
+            models.Index(
+                fields=["concurrency_group", "wake_at"],
+                name="workflows_run_group_due",
+                condition=Q(concurrency_group__isnull=False, wake_at__isnull=False),
+            ),
             # Runs set aside in a full group, in the order they come back.
             models.Index(
                 fields=["concurrency_group", "-priority", "held_at", "id"],

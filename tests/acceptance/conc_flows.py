@@ -12,7 +12,7 @@ from workflows import Concurrency, setup, workflow
 
 from .flows import log
 
-WORK_SECONDS = 0.4
+WORK_SECONDS = 0.3
 
 
 async def slot_body(ctx):

@@ -12,7 +12,7 @@ from workflows.storage.django import DjangoStore
 
 from .conc_flows import registry
 
-RUNS = 12
+RUNS = 10
 
 
 def _peak(spans: list[tuple[float, float]]) -> int:

@@ -83,3 +83,28 @@ def test_takeover_bench__two_sqlite_rounds_print_the_figures(tmp_path):
     assert "restart -> the step starting again" in done.stdout and "target:" in done.stdout, done.stdout
     figures = json.loads((tmp_path / "takeover.json").read_text())
     assert figures["rounds"] == 2 and figures["restart_to_step_s"]["max"] < figures["lease_s"]
+
+
+@pytest.mark.timeout(600)
+def test_claims_bench__small_sqlite_run_prints_every_situation(tmp_path):
+    env = {**os.environ, "BENCH_VAR": str(tmp_path)}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "bench/claims.py",
+            *("--db", "sqlite", "--held", "300", "--samples", "10", "--json", str(tmp_path / "claims.json")),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=580,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    for situation in ("ungrouped, nothing waiting", "grouped, 300 held back", "grouped, finding nothing"):
+        assert situation in done.stdout, done.stdout
+    figures = json.loads((tmp_path / "claims.json").read_text())["figures"]["sqlite"]
+    once = figures.pop("set aside once")
+    assert once["claims"] >= 1
+    assert len(figures) == 7 and all(f["n"] == 10 for f in figures.values())

@@ -296,3 +296,18 @@ async def test_engine__a_child_joins_its_workflows_group_at_its_parents_priority
 
 def _done() -> Commit:
     return Commit(transition=Transition(status=RunStatus.COMPLETED, result="ok"))
+
+
+async def test_claim__a_held_back_run_asked_to_cancel_ends_without_waiting_for_a_slot(h):
+    reg = _grouped(max_=1, key=None)
+    client = h.client(reg, "wf")
+    for i in range(3):
+        await client.aget_or_create([str(i)])
+    [held] = _claim(h, reg, "r1")
+    assert _claim(h, reg, "r2") == []
+    # (runs started at one instant are claimed in id order: take one that is not running)
+    waiting = await client.aget(["2" if held.key != ["2"] else "1"])
+    await waiting.acancel()
+    [taken] = _claim(h, reg, "r2")
+    assert taken.id == waiting.run_id and taken.cancel_requested
+    assert held.id != taken.id

@@ -294,7 +294,8 @@ class MemoryStore(MemoryPresence, Store):
             )
             taken = set(
                 admit(
-                    [(r.id, r.workflow, r.concurrency_group) for r in due],
+                    # a run asked to cancel needs no slot: it only ends
+                    [(r.id, r.workflow, None if r.cancel_requested else r.concurrency_group) for r in due],
                     self._executing(now),
                     dict(concurrency or {}),
                     limit,

@@ -64,10 +64,12 @@ CLAIM_GROUPED = (
     " busy AS (SELECT concurrency_group AS g, COUNT(*) AS n FROM workflows_run"
     " WHERE status = %s AND concurrency_group IS NOT NULL AND wake_at > %s AND workflow IN ({names})"
     " GROUP BY concurrency_group),"
-    " due AS (SELECT r.id, r.workflow, r.concurrency_group AS g, r.priority, r.wake_at FROM workflows_run r"
+    # A run asked to cancel needs no slot: it only ends (g NULL, as if ungrouped).
+    " due AS (SELECT r.id, r.workflow, CASE WHEN r.cancel_requested THEN NULL ELSE r.concurrency_group END AS g,"
+    " r.priority, r.wake_at FROM workflows_run r"
     " WHERE r.wake_at <= %s AND r.status IN (%s, %s, %s) AND r.workflow IN ({names})"
-    " AND NOT EXISTS (SELECT 1 FROM busy JOIN caps ON caps.workflow = r.workflow"
-    " WHERE busy.g = r.concurrency_group AND busy.n >= caps.cap)"
+    " AND (r.cancel_requested OR NOT EXISTS (SELECT 1 FROM busy JOIN caps ON caps.workflow = r.workflow"
+    " WHERE busy.g = r.concurrency_group AND busy.n >= caps.cap))"
     f" ORDER BY {CLAIM_ORDER} LIMIT %s),"
     " ranked AS (SELECT due.id, due.workflow, due.g,"
     " ROW_NUMBER() OVER (PARTITION BY due.g ORDER BY due.priority DESC, due.wake_at, due.id) AS nth FROM due),"
@@ -79,14 +81,18 @@ CLAIM_GROUPED = (
 # Before that claim: set aside the due runs of groups that are full (wake_at NULL, their due time
 # kept in held_at), so neither this claim nor the next ones pass them again: runs held back cost
 # claims nothing. A run of the group leaving `running` puts the first one back (UNPARK).
+PARK_BATCH = 1000  # runs a claim sets aside at most (the next claim goes on)
 PARK_HELD = (
     "WITH caps (workflow, cap) AS (VALUES {caps}),"
     " busy AS (SELECT concurrency_group AS g, workflow AS w, COUNT(*) AS n FROM workflows_run"
     " WHERE status = %s AND concurrency_group IS NOT NULL AND wake_at > %s AND workflow IN ({names})"
-    " GROUP BY concurrency_group, workflow)"
-    " UPDATE workflows_run SET held_at = COALESCE(held_at, wake_at), wake_at = NULL"
-    " WHERE wake_at <= %s AND status IN (%s, %s, %s) AND workflow IN ({names}) AND concurrency_group IN"
-    " (SELECT busy.g FROM busy JOIN caps ON caps.workflow = busy.w WHERE busy.n >= caps.cap)"
+    " GROUP BY concurrency_group, workflow),"
+    " filled AS (SELECT busy.g FROM busy JOIN caps ON caps.workflow = busy.w WHERE busy.n >= caps.cap)"
+    " UPDATE workflows_run SET held_at = COALESCE(held_at, wake_at), wake_at = NULL WHERE id IN"
+    # from the full groups (few) into their due runs (workflows_run_group_due), a batch at a time
+    " (SELECT r.id FROM filled JOIN workflows_run r ON r.concurrency_group = filled.g"
+    " WHERE r.wake_at <= %s AND r.status IN (%s, %s, %s) AND r.workflow IN ({names}) AND NOT r.cancel_requested"
+    f" LIMIT {PARK_BATCH})"
 )
 # The first run set aside in a group (priority, then its due time) becomes due again at its due
 # time, so it keeps its place in line. SKIP LOCKED: two runs ending at once put back two.
@@ -134,7 +140,7 @@ GROUP_LOCK = (
 )
 CLAIM_LEASE = (
     "UPDATE workflows_run SET status = %s, lease_owner = %s, wake_at = %s, updated_at = %s, transitioned_at = %s,"
-    " started_at = COALESCE(workflows_run.started_at, %s)"
+    " started_at = COALESCE(workflows_run.started_at, %s), held_at = NULL"
 )
 HEARTBEAT = (  # held_at: a lapsed run set aside while its runner was only slow is its own again
     "UPDATE workflows_run SET wake_at = %s, held_at = NULL WHERE lease_owner = %s AND status = %s"

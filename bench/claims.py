@@ -1,0 +1,297 @@
+"""What does a claim cost with concurrency groups? (issue 13)
+
+One store call, `DjangoStore.claim(limit=1)`, timed alone (its run is created before and completed
+after, untimed), on SQLite and PostgreSQL, in each of these situations:
+
+- ungrouped, nothing waiting: a runner of a workflow without `concurrency` (the claim as before);
+- ungrouped, 10k held back: the same runner also serves a grouped workflow whose 10,000 due runs
+  wait in full groups (100 groups of 100, each with its 2 slots taken by another runner);
+- grouped, nothing waiting: a grouped workflow's run in a free group (lock + CLAIM_GROUPED);
+- grouped, 10k held back: the same, with 10,000 older runs held back in full groups (they came
+  due first; the first claims set them aside, see below, then autovacuum's VACUUM ANALYZE);
+- grouped, finding nothing: only the 10,000 held-back runs wait: what a poked runner pays to
+  learn it can take nothing;
+- next wake, nothing waiting / 10k held back: the idle runner's read of its schedule (it must not
+  see the held-back runs as due, or it would claim in a loop).
+
+It prints median and p99 (ms) and the SQL round trips per call, BEGIN and COMMIT included (as
+Django's query log counts them). Its databases are its own: SQLite
+`var/bench/claims.sqlite3`, PostgreSQL `bench_claims` (created and dropped).
+
+    .venv/bin/python bench/claims.py [--db sqlite|postgres|both] [--held 10000] [--samples 300] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench._common import BENCH_VAR, PG_SERVER_URL, progress, stats_ms  # noqa: E402
+
+PG_DATABASE = "bench_claims"
+SQLITE_PATH = BENCH_VAR / "claims.sqlite3"
+GROUPS = 100  # the held-back runs are spread over this many full groups
+MAX = 2  # Concurrency(max=...) of the grouped workflow
+SCENARIOS = (
+    "ungrouped, nothing waiting",
+    "ungrouped, {held} held back",
+    "grouped, nothing waiting",
+    "grouped, {held} held back",
+    "grouped, finding nothing",
+    "next wake, nothing waiting",
+    "next wake, {held} held back",
+)
+
+
+def _url(db: str) -> str:
+    return f"sqlite:///{SQLITE_PATH}" if db == "sqlite" else f"{PG_SERVER_URL}/{PG_DATABASE}"
+
+
+def _pg_admin(sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{PG_SERVER_URL}/postgres", autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def _env(db: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env.update(
+        {"DATABASE_URL": _url(db), "DJANGO_SETTINGS_MODULE": "config.settings", "LOG_LEVEL": "WARNING"}
+    )
+    return env
+
+
+def _drop(db: str) -> None:
+    if db == "sqlite":
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            SQLITE_PATH.with_name(SQLITE_PATH.name + suffix).unlink(missing_ok=True)
+    else:
+        _pg_admin(f"DROP DATABASE IF EXISTS {PG_DATABASE} WITH (FORCE)")
+
+
+def _create(db: str) -> None:
+    _drop(db)
+    if db == "sqlite":
+        BENCH_VAR.mkdir(parents=True, exist_ok=True)
+    else:
+        _pg_admin(f"CREATE DATABASE {PG_DATABASE}")
+    progress(f"{db}: migrating a fresh database")
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=ROOT, env=_env(db), check=True
+    )
+
+
+# --- in the measuring child ------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, held: int, samples: int) -> None:
+        from workflows.storage.django import DjangoStore
+
+        self.store = DjangoStore()
+        self.held, self.samples = held, samples
+        self.owner = f"bench-{uuid.uuid4().hex[:8]}"
+        self.n = 0
+
+    def _start(self, workflow: str, group: str | None) -> None:
+        from django.utils import timezone
+
+        self.n += 1
+        self.store.get_or_create_run(
+            workflow=workflow, key=[f"{self.owner}-{self.n}"], version="", initial_state={},
+            now=timezone.now(), concurrency_group=group,
+        )  # fmt: skip
+
+    def _finish(self, run_ids: list[str]) -> None:
+        from workflows.models import Run
+
+        Run.objects.filter(id__in=run_ids).update(status="completed", wake_at=None, lease_owner="")
+
+    def claim(self, workflows: list[str], caps: dict[str, int], start: str | None, group: str | None):
+        """Per sample: start a run of `start` (untimed), claim one (timed), complete it (untimed)."""
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+        from django.utils import timezone
+
+        seconds, statements = [], []
+        for i in range(self.samples + 10):  # the first 10 warm up
+            if start is not None:
+                self._start(start, f"{group}-{self.n}" if group else None)
+            with CaptureQueriesContext(connection) as queries:
+                began = time.perf_counter()
+                runs = self.store.claim(
+                    owner=self.owner, workflows=workflows, limit=1, lease_seconds=60, now=timezone.now(),
+                    concurrency=caps,
+                )  # fmt: skip
+                took = time.perf_counter() - began
+            if len(runs) != (0 if start is None else 1):
+                raise SystemExit(f"claimed {len(runs)} run(s), expected {0 if start is None else 1}")
+            self._finish([r.id for r in runs])
+            if i >= 10:
+                seconds.append(took)
+                statements.append(len(queries.captured_queries))
+        return {**stats_ms(seconds), "statements": max(statements)}
+
+    def next_wake(self, workflows: list[str], caps: dict[str, int]):
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+        from django.utils import timezone
+
+        seconds, statements = [], []
+        for i in range(self.samples + 10):
+            with CaptureQueriesContext(connection) as queries:
+                began = time.perf_counter()
+                when = self.store.next_wake_at(owner=self.owner, workflows=workflows, concurrency=caps)
+                took = time.perf_counter() - began
+            if when is not None and when <= timezone.now():  # the held-back runs must not look due
+                raise SystemExit(f"next_wake_at answered {when}: the held-back runs look due")
+            if i >= 10:
+                seconds.append(took)
+                statements.append(len(queries.captured_queries))
+        return {**stats_ms(seconds), "statements": max(statements)}
+
+    def hold_back(self) -> None:
+        """`held` due runs of the grouped workflow in GROUPS full groups (their MAX slots taken by
+        another runner's live leases), written in bulk."""
+        from django.db import connection
+        from django.utils import timezone
+
+        from workflows.core.keys import key_identity
+        from workflows.models import Run
+
+        now = timezone.now()
+        rows = []
+
+        def row(i: int, group: int, status: str, wake: dt.datetime, owner: str) -> Run:
+            key = [f"held-{group}", str(i)]
+            text, digest = key_identity(key)
+            return Run(
+                workflow="grouped", key=key, key_text=text, key_hash=digest, version="", status=status,
+                state={}, created_at=now - dt.timedelta(hours=1), updated_at=now, transitioned_at=now,
+                wake_at=wake, lease_owner=owner, concurrency_group=f"grouped/held-{group}",
+            )  # fmt: skip
+
+        for g in range(GROUPS):
+            for s in range(MAX):
+                rows.append(row(-1 - s, g, "running", now + dt.timedelta(hours=1), "another-runner"))
+        for i in range(self.held):
+            rows.append(
+                row(i, i % GROUPS, "pending", now - dt.timedelta(hours=1) + dt.timedelta(microseconds=i), "")
+            )
+        Run.objects.bulk_create(rows, batch_size=1000)
+        # The held-back runs arrived due: the first claims set them aside (PARK_BATCH per claim).
+        began, claims = time.perf_counter(), 0
+        while Run.objects.filter(workflow="grouped", status="pending", wake_at__isnull=False).exists():
+            self.store.claim(
+                owner=self.owner, workflows=["grouped"], limit=1, lease_seconds=60, now=timezone.now(),
+                concurrency={"grouped": MAX},
+            )  # fmt: skip
+            claims += 1
+        self.set_aside = {"seconds": time.perf_counter() - began, "claims": claims}
+        progress(f"set {self.held:,} runs aside in {claims} claims, {self.set_aside['seconds']:.2f}s")
+        with connection.cursor() as cursor:  # what autovacuum does after such a wave of updates
+            cursor.execute("ANALYZE" if connection.vendor == "sqlite" else "VACUUM ANALYZE workflows_run")
+
+
+def child(db: str, held: int, samples: int, out: Path) -> None:
+    os.environ["DATABASE_URL"] = _url(db)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    bench = Bench(held, samples)
+    plain, grouped = ["plain"], ["grouped"]
+    both, caps = ["grouped", "plain"], {"grouped": MAX}
+    figures = {}
+    progress(f"{db}: nothing waiting")
+    figures["ungrouped, nothing waiting"] = bench.claim(plain, {}, "plain", None)
+    figures["grouped, nothing waiting"] = bench.claim(grouped, caps, "grouped", "grouped/free")
+    figures["next wake, nothing waiting"] = bench.next_wake(both, caps)
+    progress(f"{db}: holding back {held:,} runs in {GROUPS} full groups")
+    bench.hold_back()
+    figures["ungrouped, {held} held back"] = bench.claim(both, caps, "plain", None)
+    figures["grouped, {held} held back"] = bench.claim(grouped, caps, "grouped", "grouped/free")
+    figures["grouped, finding nothing"] = bench.claim(grouped, caps, None, None)
+    figures["next wake, {held} held back"] = bench.next_wake(both, caps)
+    figures["set aside once"] = bench.set_aside
+    out.write_text(json.dumps(figures))
+
+
+# --- the parent -----------------------------------------------------------------------------------
+
+
+def report(results: dict[str, dict], held: int, samples: int) -> None:
+    dbs = list(results)
+    print()
+    print(
+        f"bench/claims.py: one claim (limit 1), {samples} samples each; {held:,} runs held back in {GROUPS} full groups of max {MAX}"
+    )
+    header = "".join(f" {db + ' median':>16} {'p99':>9} {'trips':>6}" for db in dbs)
+    print(f"  {'situation':<34}{header}")
+    for name in SCENARIOS:
+        cells = ""
+        for db in dbs:
+            f = results[db][name]
+            cells += f" {f['median_ms']:>14.2f}ms {f['p99_ms']:>7.2f}ms {f['statements']:>6}"
+        print(f"  {name.format(held=f'{held:,}'):<34}{cells}")
+    for db in dbs:
+        once = results[db]["set aside once"]
+        print(
+            f"  {db}: the {held:,} runs arrived due; the first {once['claims']} claims set them aside in {once['seconds']:.2f}s"
+        )
+    print(f"  load average (1 min) at the end: {os.getloadavg()[0]:.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument(
+        "--held", type=int, default=10_000, help="runs held back in full groups (default 10,000)"
+    )
+    parser.add_argument("--samples", type=int, default=300, help="claims timed per situation (default 300)")
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--child", choices=["sqlite", "postgres"], help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(args.child, args.held, args.samples, args.out)
+        return 0
+    dbs = ["sqlite", "postgres"] if args.db == "both" else [args.db]
+    results = {}
+    for db in dbs:
+        _create(db)
+        try:
+            out = BENCH_VAR / f"claims-{db}.json"
+            BENCH_VAR.mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                [sys.executable, __file__, "--child", db, "--held", str(args.held), "--samples", str(args.samples),
+                 "--out", str(out)],
+                cwd=ROOT, env=_env(db), check=True,
+            )  # fmt: skip
+            results[db] = json.loads(out.read_text())
+            out.unlink()
+        finally:
+            _drop(db)
+    report(results, args.held, args.samples)
+    if args.json:
+        args.json.write_text(
+            json.dumps({"held": args.held, "samples": args.samples, "figures": results}, indent=2)
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
