@@ -86,3 +86,12 @@ def test_other_pages_keep_djangos_errors(admin_client):
 def admin_client(client, django_user_model):
     client.force_login(django_user_model.objects.create_superuser("root", "r@example.com", "pw"))
     return client
+
+
+def test_a_refused_message_body_names_the_field_without_a_python_repr(api):
+    run_id = api.post("/api/workflows/approval/runs", {"key": ["k"]}).json()["id"]
+    response = api.post(f"/api/runs/{run_id}/messages", {"queue": "approve", "body": {"approved": 1.5}})
+    error = assert_error(response, 422, "invalid_request")
+    assert error["message"].startswith("invalid payload for queue approval.approve: approved: ")
+    assert "[{" not in error["message"] and "('" not in error["message"]
+    assert error["detail"][0]["loc"] == ["approved"]  # the structured detail is still there

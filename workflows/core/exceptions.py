@@ -182,8 +182,20 @@ class UnknownAction(BadInput):
 class InvalidMessage(BadInput):
     def __init__(self, target: str, detail: Any) -> None:
         self.target = target
-        self.detail = detail
-        super().__init__(f"invalid payload for {target}: {detail}")
+        self.detail = detail  # as the schema gave it (the API answers it as `detail`)
+        super().__init__(f"invalid payload for {target}: {_readable(detail)}")
+
+
+def _readable(detail: Any) -> str:
+    """A schema's refusal for people: `field: what is wrong; …` for pydantic's error list, never
+    the Python repr of the list (an API message must not read `[{'loc': ('x',), …}]`)."""
+    if isinstance(detail, list) and detail and all(isinstance(e, dict) for e in detail):
+        parts = []
+        for error in detail:
+            where = ".".join(str(part) for part in error.get("loc") or ()) or "the value"
+            parts.append(f"{where}: {error.get('msg') or error.get('type') or 'invalid'}")
+        return "; ".join(parts)
+    return str(detail)
 
 
 class RunNotFound(WorkflowError):
