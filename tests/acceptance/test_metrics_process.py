@@ -55,6 +55,12 @@ def test_multiprocess__the_web_adds_up_every_runner(runners, tmp_path, monkeypat
     # metrics live in memory, as this test process started without the variable).
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(directory))
 
+    # A runner counts a run's completion just after the commit that a test sees: wait for the count.
+    wait_for(
+        lambda: get(web_metrics(), "workflows_runs_finished_total", workflow="many", status="completed") == 6,
+        timeout=30,
+        what="the runners' files to count 6 completed runs",
+    )
     samples = web_metrics()
     assert get(samples, "workflows_runs_started_total", workflow="many") == 6
     assert get(samples, "workflows_runs_finished_total", workflow="many", status="completed") == 6

@@ -88,6 +88,20 @@ def test_show__prints_steps_and_attempts(db, registry):
     assert "attempt 1: error" in out and "RuntimeError: upstream said 503" in out and "(next in 1 min)" in out
 
 
+def test_show__masks_secrets_as_the_inspector_does(db, registry):
+    run_id = start(registry)
+    run_until_idle(registry)
+    Run.objects.filter(id=run_id).update(
+        state={"api_key": "sk-live-123", "title": "kept"},
+        error={"name": "RuntimeError", "message": "connect postgres://u:hunter2@db/x failed"},
+    )
+
+    out = cmd("show", run_id)
+
+    assert "sk-live-123" not in out and "hunter2" not in out
+    assert '"title": "kept"' in out and "postgres://u:" in out
+
+
 @pytest.mark.parametrize(
     "run_id", ["3f1d8f7e-0000-4000-8000-000000000000", "nope"], ids=["unknown", "malformed"]
 )

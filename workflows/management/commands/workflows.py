@@ -27,6 +27,7 @@ from workflows.api_parser import parse_json
 from workflows.core.durations import format_duration
 from workflows.core.exceptions import WorkflowError
 from workflows.core.records import RunStatus
+from workflows.masking import mask, mask_text
 
 
 def _json(text: str, what: str) -> Any:
@@ -127,11 +128,11 @@ class Command(BaseCommand):
         w = self.stdout.write
         w(f"run {run.id}: {run.workflow} {json.dumps(run.key)} version {run.version or '-'}")
         w(f"status {run.status}; created {_when(run.created_at)}; finished {_when(run.finished_at)}")
-        w(f"state {json.dumps(run.state)}")
+        w(f"state {json.dumps(mask(run.state))}")  # masked as in the inspector and the API
         if run.result is not None:
-            w(f"result {json.dumps(run.result)}")
+            w(f"result {json.dumps(mask(run.result))}")
         if run.error:
-            w(f"error {run.error.get('name')}: {run.error.get('message')}")
+            w(f"error {run.error.get('name')}: {mask_text(str(run.error.get('message')))}")
         for entry in run.entries.all():
             flag = " (superseded)" if entry.superseded else ""
             where = f"{entry.scope}/" if entry.scope else ""
@@ -139,7 +140,7 @@ class Command(BaseCommand):
             for attempt in entry.attempt_set.all():
                 line = f"      attempt {attempt.number}: {attempt.outcome} at {_when(attempt.started_at)}"
                 if attempt.error:
-                    line += f" - {attempt.error.get('name')}: {attempt.error.get('message')}"
+                    line += f" - {attempt.error.get('name')}: {mask_text(str(attempt.error.get('message')))}"
                 if attempt.delay is not None:
                     line += f" (next in {format_duration(attempt.delay)})"
                 w(line)
