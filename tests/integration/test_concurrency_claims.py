@@ -161,3 +161,33 @@ def test_held_runs__slots_freed_at_once_put_back_as_many():
     assert Run.objects.filter(held_at__isnull=False).count() == 6 - 2 * MAX
     again = store.claim(owner="r", workflows=["wf"], limit=6, lease_seconds=60, now=_now(), concurrency=caps)
     assert len(again) == MAX
+
+
+def test_held_runs__a_starting_runner_puts_back_every_run_set_aside_of_its_workflows_in_place():
+    both = setup(use={name: workflow(_noop, concurrency=Concurrency(max=1)) for name in ("wf", "other")})
+    for name in ("wf", "other"):
+        for i in range(4):
+            both.client(name, store=DjangoStore()).get_or_create([str(i)], priority=5 if i == 3 else 0)
+    store, caps = DjangoStore(), both.concurrency_caps()
+    for _ in range(2):  # the first claim takes one of each group, the second sets the rest aside
+        store.claim(
+            owner="r", workflows=["wf", "other"], limit=8, lease_seconds=60, now=_now(), concurrency=caps
+        )
+    held = Run.objects.filter(held_at__isnull=False, wake_at__isnull=True)
+    assert held.filter(workflow="wf").count() == held.filter(workflow="other").count() == 3
+    due_times = dict(held.filter(workflow="wf").values_list("id", "held_at"))
+
+    assert store.unpark_held(["wf"]) == 3  # one statement; only the workflows named
+    assert held.filter(workflow="wf").count() == 0 and held.filter(workflow="other").count() == 3
+    assert dict(Run.objects.filter(id__in=due_times).values_list("id", "wake_at")) == due_times
+
+    # Claims at the new max take what the group has room for, then set aside the rest again.
+    def claim() -> int:
+        runs = store.claim(
+            owner="r", workflows=["wf"], limit=8, lease_seconds=60, now=_now(), concurrency={"wf": 3}
+        )
+        return len(runs)
+
+    assert claim() == 2 and _running_per_group()["wf"] == 3
+    assert claim() == 0 and held.filter(workflow="wf").count() == 1
+    assert store.unpark_held(["wf"]) == 1 and store.unpark_held(["wf"]) == 0

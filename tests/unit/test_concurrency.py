@@ -13,6 +13,7 @@ from workflows import Concurrency, queue, setup, workflow
 from workflows.core.concurrency import admit, check_priority
 from workflows.core.exceptions import BadInput, RunNotFound
 from workflows.core.records import Commit, RunStatus, Transition
+from workflows.engine.runner import Runner
 from workflows.testing import arun_until_idle
 
 LEASE = 30.0
@@ -311,3 +312,70 @@ async def test_claim__a_held_back_run_asked_to_cancel_ends_without_waiting_for_a
     [taken] = _claim(h, reg, "r2")
     assert taken.id == waiting.run_id and taken.cancel_requested
     assert held.id != taken.id
+
+
+# --- a deploy that raises max or removes concurrency ------------------------------------------------
+
+
+def _peak_of(peak: list[int], max_: int | None):
+    """The workflow at `max_` (None: no concurrency), recording the most runs inside at once."""
+    inside = [0]
+
+    async def body(ctx):
+        async def call(step):
+            inside[0] += 1
+            peak[0] = max(peak[0], inside[0])
+            await asyncio.sleep(0.02)
+            inside[0] -= 1
+            return "ok"
+
+        return await ctx.step("call", call)
+
+    if max_ is None:
+        return setup(use={"wf": workflow(body)})
+    return _grouped(max_=max_, key=None, body=body)
+
+
+async def _set_aside_under_max_1(h, runs: int) -> list[str]:
+    """`runs` runs of one group at max 1: one claimed and finished, the others set aside by a claim
+    that found the group full (the finished one put back only one of them)."""
+    old = _peak_of([0], 1)
+    ids = [(await h.client(old, "wf").aget_or_create([str(i)])).run_id for i in range(runs)]
+    [first] = _claim(h, old, "old")
+    assert _claim(h, old, "old") == []  # the group is full: the others are set aside
+    await h.store.acommit(run_id=first.id, owner="old", commit=_done(), now=h.clock.now())
+    return ids
+
+
+async def test_runner_start__a_raised_max_fills_at_once_with_the_runs_set_aside(h):
+    ids = await _set_aside_under_max_1(h, 6)
+    peak = [0]
+    new = _peak_of(peak, 3)  # the deploy raised max to 3: its runners start
+    await arun_until_idle(new, store=h.store, clock=h.clock, concurrency=10)
+    assert peak == [3]  # not 1: the runs set aside did not wait for slots to free one by one
+    assert [(await h.store.aget_run(rid)).status for rid in ids] == ["completed"] * 6
+
+
+async def test_runner_start__with_concurrency_removed_every_run_set_aside_runs_at_once(h):
+    ids = await _set_aside_under_max_1(h, 5)
+    peak = [0]
+    runner = Runner(registry=_peak_of(peak, None), store=h.store, clock=h.clock, concurrency=10, watch=False)
+    await asyncio.wait_for(runner.run(until_idle=True), 20)
+    assert peak == [4]  # the 4 left, at once: not drained one at a time
+    assert [(await h.store.aget_run(rid)).status for rid in ids] == ["completed"] * 5
+
+
+async def test_unpark_held__every_run_set_aside_is_claimable_again_and_the_next_claim_applies_the_new_max(h):
+    old = _grouped(max_=1, key=None)
+    for i in range(5):
+        await h.client(old, "wf").aget_or_create([str(i)])
+    [running] = _claim(h, old, "old")
+    assert _claim(h, old, "old") == []
+    await h.store.aunpark_held(["wf"])
+    raised = _grouped(max_=3, key=None)
+    assert len(_claim(h, raised, "new")) == 2  # 3 running with the old runner's one
+    assert _claim(h, raised, "new") == []  # full again at the new max: the rest set aside again
+    await h.store.aunpark_held(["wf"])
+    unlimited = setup(use={"wf": workflow(_noop)})
+    again = _claim(h, unlimited, "new")
+    assert len(again) == 2 and running.id not in {r.id for r in again}  # every one left, at once

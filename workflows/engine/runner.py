@@ -89,6 +89,7 @@ class Runner:
         self._dead: set[str] = set()  # runners of this host found dead: their runs were taken over
         self._announce_at = 0.0  # loop time of the next try to record this runner's presence
         self._caps = registry.concurrency_caps()  # workflow -> max runs of a group at once
+        self._unparked = False  # runs set aside under older code put back in line (at start)
 
     # --- control ---------------------------------------------------------------------------------
 
@@ -129,6 +130,7 @@ class Runner:
                 try:
                     if self._presence is None and asyncio.get_running_loop().time() >= self._announce_at:
                         await self._announce()
+                    await self._unpark_held()
                     claimed, free = await self._claim()
                     if claimed and claimed == free:
                         continue  # a full batch: more may be due
@@ -156,12 +158,26 @@ class Runner:
     async def run_due(self) -> None:
         """Claim and execute until nothing is due at the clock's time (workflows.testing uses it)."""
         self._wake = self._wake or asyncio.Event()
+        await self._unpark_held()
         while True:
             claimed, _free = await self._claim()
             if not claimed and not self._tasks:
                 return
             if self._tasks:
                 await asyncio.wait(list(self._tasks.values()))
+
+    async def _unpark_held(self) -> None:
+        """Once, before the first claim: the runs of our workflows that claims set aside in full
+        groups come back in line. This runner's code may have raised a `max` or removed a
+        `concurrency` (a deploy): they would otherwise come back only one per freed slot, and the
+        new capacity never fill. The store wakes the other runners; our next claim sets aside again
+        those whose group is still full, at our `max`. Tried again while the store fails."""
+        if self._unparked:
+            return
+        count = await self.store.aunpark_held(self.registry.names())
+        self._unparked = True
+        if count:
+            logger.info("runner %s: %d run(s) set aside in full groups put back in line", self.owner, count)
 
     async def _claim(self) -> tuple[int, int]:
         """Claim what is due, up to the free capacity; returns (claimed, free)."""

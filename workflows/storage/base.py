@@ -94,6 +94,14 @@ class Store(ABC):
         at the latest; a run of the group leaving `running` notifies before)."""
 
     @abstractmethod
+    def unpark_held(self, workflows: list[str]) -> int:
+        """Put back in line every live run of `workflows` that a claim set aside in a full group
+        (due again at its due time, its place in line kept), and wake runners; returns how many.
+        A runner calls it when it starts, before its first claim: its code's `max` may have been
+        raised, or its `concurrency` removed, and runs set aside would otherwise come back only one
+        per freed slot. The next claim sets aside again those whose group is still full."""
+
+    @abstractmethod
     def concurrency_use(self, caps: Mapping[str, int], *, now: dt.datetime) -> list[GroupUse]:
         """For the dashboard and the inspector: the groups of the workflows in `caps` that have
         runs executing or due, with how many of each, busiest first."""
@@ -297,6 +305,7 @@ class Store(ABC):
     afind_run = _twin("find_run")
     aclaim = _twin("claim")
     anext_wake_at = _twin("next_wake_at")
+    aunpark_held = _twin("unpark_held")
     aconcurrency_use = _twin("concurrency_use")
     aheartbeat = _twin("heartbeat")
     arelease = _twin("release")

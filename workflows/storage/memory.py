@@ -351,6 +351,11 @@ class MemoryStore(MemoryPresence, Store):
             ]
             return min(times) if times else None
 
+    def unpark_held(self, workflows: list[str]) -> int:
+        """Nothing to do: this store sets no run aside (each claim and schedule read counts its
+        groups again, at the caller's `max`), so a raised or removed `max` applies at once."""
+        return 0
+
     def concurrency_use(self, caps: Mapping[str, int], *, now: dt.datetime) -> list[GroupUse]:
         with self._lock:
             executing = self._executing(now)

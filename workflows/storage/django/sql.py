@@ -112,6 +112,21 @@ UNPARK_PG = (  # the first held run picked and locked ONCE: a locking subquery i
 )
 
 
+# A runner starting (new code: `max` raised, or `concurrency` removed) puts back in line every run
+# of its workflows that claims set aside, at its due time: else they would come back only one per
+# freed slot. Bounded by the runs set aside: it reads the held index (workflows_run_held, whose
+# rows are those runs), never scanning the table. The next claim sets aside again those whose group is
+# still full, at the new max.
+UNPARK_ALL = (
+    "UPDATE workflows_run SET wake_at = held_at, held_at = NULL WHERE held_at IS NOT NULL AND wake_at IS NULL"
+    " AND status IN (%s, %s, %s) AND workflow IN ({names})"
+)
+
+
+def unpark_all(workflows: list[str]) -> tuple[str, list[Any]]:
+    return UNPARK_ALL.format(names=marks(len(workflows))), [*LIVE, *workflows]
+
+
 def unpark(group: str | None = None, after: str = "") -> tuple[str, list[Any]]:
     """UNPARK of `group`'s first held run; with `after` (PostgreSQL's one-statement commit), of
     the group of the run that CTE updated (`after.concurrency_group`)."""

@@ -193,6 +193,17 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             .first()
         )
 
+    def unpark_held(self, workflows: list[str]) -> int:
+        """One statement (`sql.UNPARK_ALL`) and, when it put any back, the NOTIFY that wakes runners."""
+        if not workflows:
+            return 0
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(*sql.unpark_all(workflows))
+            count = max(0, cursor.rowcount)
+            if count:
+                notify.notify(cursor)
+        return count
+
     def concurrency_use(self, caps: Mapping[str, int], *, now: dt.datetime) -> list[GroupUse]:
         if not caps:
             return []
