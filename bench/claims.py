@@ -15,8 +15,8 @@ after, untimed), on SQLite and PostgreSQL, in each of these situations:
   see the held-back runs as due, or it would claim in a loop).
 
 It prints median and p99 (ms) and the SQL round trips per call, BEGIN and COMMIT included (as
-Django's query log counts them). Its databases are its own: SQLite
-`var/bench/claims.sqlite3`, PostgreSQL `bench_claims` (created and dropped).
+Django's query log counts them). Its databases are created and dropped by each run: SQLite
+`var/bench/bench.sqlite3`, PostgreSQL `bench_claims` (`BENCH_PG_DATABASE`).
 
     .venv/bin/python bench/claims.py [--db sqlite|postgres|both] [--held 10000] [--samples 300] [--json PATH]
 """
@@ -36,10 +36,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._common import BENCH_VAR, PG_SERVER_URL, progress, stats_ms  # noqa: E402
+# Its own PostgreSQL database, as bench/prune.py and bench/side_by_side.py have theirs.
+os.environ.setdefault("BENCH_PG_DATABASE", "bench_claims")
 
-PG_DATABASE = "bench_claims"
-SQLITE_PATH = BENCH_VAR / "claims.sqlite3"
+from bench._common import BENCH_VAR, database_url, progress, stats_ms  # noqa: E402
+from bench._db import create_database, drop_database  # noqa: E402
+
 GROUPS = 100  # the held-back runs are spread over this many full groups
 MAX = 2  # Concurrency(max=...) of the grouped workflow
 SCENARIOS = (
@@ -53,43 +55,17 @@ SCENARIOS = (
 )
 
 
-def _url(db: str) -> str:
-    return f"sqlite:///{SQLITE_PATH}" if db == "sqlite" else f"{PG_SERVER_URL}/{PG_DATABASE}"
-
-
-def _pg_admin(sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{PG_SERVER_URL}/postgres", autocommit=True) as conn:
-        conn.execute(sql)
-
-
 def _env(db: str) -> dict[str, str]:
+    """The measuring child's environment: no registry and quiet logs (unlike bench_env)."""
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(
-        {"DATABASE_URL": _url(db), "DJANGO_SETTINGS_MODULE": "config.settings", "LOG_LEVEL": "WARNING"}
+        {
+            "DATABASE_URL": database_url(db),
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "LOG_LEVEL": "WARNING",
+        }
     )
     return env
-
-
-def _drop(db: str) -> None:
-    if db == "sqlite":
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            SQLITE_PATH.with_name(SQLITE_PATH.name + suffix).unlink(missing_ok=True)
-    else:
-        _pg_admin(f"DROP DATABASE IF EXISTS {PG_DATABASE} WITH (FORCE)")
-
-
-def _create(db: str) -> None:
-    _drop(db)
-    if db == "sqlite":
-        BENCH_VAR.mkdir(parents=True, exist_ok=True)
-    else:
-        _pg_admin(f"CREATE DATABASE {PG_DATABASE}")
-    progress(f"{db}: migrating a fresh database")
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=ROOT, env=_env(db), check=True
-    )
 
 
 # --- in the measuring child ------------------------------------------------------------------------
@@ -205,7 +181,7 @@ class Bench:
 
 
 def child(db: str, held: int, samples: int, out: Path) -> None:
-    os.environ["DATABASE_URL"] = _url(db)
+    os.environ["DATABASE_URL"] = database_url(db)
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -272,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     dbs = ["sqlite", "postgres"] if args.db == "both" else [args.db]
     results = {}
     for db in dbs:
-        _create(db)
+        create_database(db)
         try:
             out = BENCH_VAR / f"claims-{db}.json"
             BENCH_VAR.mkdir(parents=True, exist_ok=True)
@@ -284,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             results[db] = json.loads(out.read_text())
             out.unlink()
         finally:
-            _drop(db)
+            drop_database(db)
     report(results, args.held, args.samples)
     if args.json:
         args.json.write_text(
