@@ -79,23 +79,13 @@ class Replayer:
 
     async def check(self, run: RunRecord, history: list[EntryRecord]) -> ReplayReport:
         try:
-            definition = self.registry.for_run(run.workflow, run.version)
+            dry = self._dry(run, history)
         except UnknownWorkflow:
             return ReplayReport(
                 run.id, run.workflow, True, f"workflow {run.workflow!r} is not in the current code"
             )
-        dry = Execution(
-            run=run,
-            definition=definition,
-            registry=self.registry,
-            history=history,
-            store=MemoryStore(),  # never written: a dry run stops before any commit
-            clock=self.clock,
-            owner="checkreplay",
-            dry_run=True,
-        )
         try:
-            await definition.run(dry.context(""))
+            await dry.definition.run(dry.context(""))
             dry.raise_if_fatal()
             dry.history.check_finished("")
             outcome = "replays to its end"
