@@ -16,20 +16,12 @@ from bench._report import LABELS
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.timeout(600)
-def test_engine_bench__quick_sqlite_run_prints_every_figure(tmp_path):
+def run_bench(tmp_path: Path, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `bench/<script>` on SQLite with its files under `tmp_path`; it must exit 0."""
     env = {**os.environ, "BENCH_VAR": str(tmp_path)}
     env.pop("DATABASE_URL", None)
     done = subprocess.run(
-        [
-            sys.executable,
-            "bench/engine.py",
-            "--quick",
-            "--db",
-            "sqlite",
-            "--json",
-            str(tmp_path / "figures.json"),
-        ],
+        [sys.executable, f"bench/{script}", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -37,6 +29,14 @@ def test_engine_bench__quick_sqlite_run_prints_every_figure(tmp_path):
         timeout=580,
     )
     assert done.returncode == 0, done.stderr[-4000:]
+    return done
+
+
+@pytest.mark.timeout(600)
+def test_engine_bench__quick_sqlite_run_prints_every_figure(tmp_path):
+    done = run_bench(
+        tmp_path, "engine.py", "--quick", "--db", "sqlite", "--json", str(tmp_path / "figures.json")
+    )
     missing = [label for label in LABELS if label not in done.stdout]
     assert not missing, f"labels not printed: {missing}\n{done.stdout}"
     assert "Targets of issue 2" in done.stdout
@@ -45,22 +45,12 @@ def test_engine_bench__quick_sqlite_run_prints_every_figure(tmp_path):
 
 @pytest.mark.timeout(600)
 def test_web_load_bench__small_sqlite_run_prints_its_table(tmp_path):
-    env = {**os.environ, "BENCH_VAR": str(tmp_path)}
-    env.pop("DATABASE_URL", None)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "bench/web_load.py",
-            *("--db", "sqlite", "--rates", "10", "--duration", "1", "--warmup", "0"),
-            *("--json", str(tmp_path / "web.json")),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=580,
+    done = run_bench(
+        tmp_path,
+        "web_load.py",
+        *("--db", "sqlite", "--rates", "10", "--duration", "1", "--warmup", "0"),
+        *("--json", str(tmp_path / "web.json")),
     )
-    assert done.returncode == 0, done.stderr[-4000:]
     assert "sustainable rate" in done.stdout and "target:" in done.stdout, done.stdout
     figures = json.loads((tmp_path / "web.json").read_text())
     [rate] = figures["rates"]
@@ -69,17 +59,7 @@ def test_web_load_bench__small_sqlite_run_prints_its_table(tmp_path):
 
 @pytest.mark.timeout(600)
 def test_takeover_bench__two_sqlite_rounds_print_the_figures(tmp_path):
-    env = {**os.environ, "BENCH_VAR": str(tmp_path)}
-    env.pop("DATABASE_URL", None)
-    done = subprocess.run(
-        [sys.executable, "bench/takeover.py", "--rounds", "2", "--json", str(tmp_path / "takeover.json")],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=580,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_bench(tmp_path, "takeover.py", "--rounds", "2", "--json", str(tmp_path / "takeover.json"))
     assert "restart -> the step starting again" in done.stdout and "target:" in done.stdout, done.stdout
     figures = json.loads((tmp_path / "takeover.json").read_text())
     assert figures["rounds"] == 2 and figures["restart_to_step_s"]["max"] < figures["lease_s"]
@@ -87,21 +67,11 @@ def test_takeover_bench__two_sqlite_rounds_print_the_figures(tmp_path):
 
 @pytest.mark.timeout(600)
 def test_claims_bench__small_sqlite_run_prints_every_situation(tmp_path):
-    env = {**os.environ, "BENCH_VAR": str(tmp_path)}
-    env.pop("DATABASE_URL", None)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "bench/claims.py",
-            *("--db", "sqlite", "--held", "300", "--samples", "10", "--json", str(tmp_path / "claims.json")),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=580,
+    done = run_bench(
+        tmp_path,
+        "claims.py",
+        *("--db", "sqlite", "--held", "300", "--samples", "10", "--json", str(tmp_path / "claims.json")),
     )
-    assert done.returncode == 0, done.stderr[-4000:]
     for situation in ("ungrouped, nothing waiting", "grouped, 300 held back", "grouped, finding nothing"):
         assert situation in done.stdout, done.stdout
     figures = json.loads((tmp_path / "claims.json").read_text())["figures"]["sqlite"]
