@@ -66,6 +66,10 @@ MAX_VALUE_BYTES (default `1048576`, 1 MiB)
     message body, an event, a result. A bigger one is refused (`ValueTooLarge`): a step fails
     at once naming itself and the size, `send` raises and stores nothing, the API answers 413.
     `None`: no limit.
+PREPARED_STATEMENTS (default `True`)
+    PostgreSQL: the store's hot statements (a step's commit, a claim, a run's creation and read)
+    are prepared once per connection and then executed by name, planned once. `False` behind a
+    pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21).
 """
 
 from __future__ import annotations
@@ -111,6 +115,7 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_SECONDS": 600.0,
     "PRUNE_BATCH": 100,
     "MAX_VALUE_BYTES": 1024 * 1024,
+    "PREPARED_STATEMENTS": True,
 }
 
 

@@ -17,6 +17,7 @@ from ...core.records import LIVE, TERMINAL, AttemptWrite, Commit, EntryWrite, Ru
 from ...models import Run
 
 NOTIFY = "SELECT pg_notify(%s, '')"
+SELECT_RUN = "SELECT {columns} FROM workflows_run WHERE id = %s"
 
 # --- value adapters ---------------------------------------------------------------------------------
 

@@ -53,6 +53,7 @@ from ...core.records import (
 from ...models import Entry, Message, Run
 from ..base import Store
 from . import limits, notify, sql, writes
+from .prepared import hot_cursor
 from .presence import DjangoPresence
 from .repairs import DjangoRepairs, write_audit
 from .rows import (
@@ -132,10 +133,17 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         return run_record(run), True
 
     def get_run(self, run_id: str) -> RunRecord:
+        """One prepared statement, no model instance: clients poll it (`handle.info()`)."""
         try:
-            return run_record(Run.objects.get(id=run_id))
-        except (Run.DoesNotExist, ValidationError, ValueError, TypeError):  # missing, or not a UUID
+            rid = sql.rid(run_id)
+        except (ValidationError, ValueError, TypeError):  # not a UUID
             raise RunNotFound(f"no run with id {quoted(run_id)}") from None
+        with hot_cursor() as cursor:
+            cursor.execute(sql.SELECT_RUN.format(columns=", ".join(RUN_COLUMNS)), [rid])
+            row = cursor.fetchone()
+        if row is None:
+            raise RunNotFound(f"no run with id {quoted(run_id)}")
+        return run_from_row(row)
 
     def find_run(self, workflow: str, key: list[str]) -> RunRecord:
         run = Run.objects.filter(workflow=workflow, key_hash=key_identity(key)[1]).first()
@@ -357,7 +365,7 @@ def _claim(
         with contextlib.ExitStack() as stack:
             if lock:  # the claim's snapshot must be taken after the lock: a statement of its own
                 stack.enter_context(transaction.atomic())
-            cursor = stack.enter_context(connection.cursor())
+            cursor = stack.enter_context(hot_cursor())
             if lock:
                 cursor.execute(sql.GROUP_LOCK, [sql.GROUP_LOCK_SPACE, lock])
             if park:

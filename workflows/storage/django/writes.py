@@ -36,6 +36,7 @@ from ...core.records import (
 from ...models import Attempt, Entry, Run
 from . import sql
 from .notify import NOTIFY_CHANNEL, notify, notify_now
+from .prepared import hot_cursor
 from .rows import RUN_COLUMNS, run_from_row
 
 
@@ -97,7 +98,7 @@ def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datet
         ctes.append(f"u AS ({statement} RETURNING id)")
         params += unpark_params
         slot_freed = "(SELECT COUNT(*) FROM n)"
-    with connection.cursor() as cursor:
+    with hot_cursor() as cursor:
         cursor.execute(
             f"WITH {', '.join(ctes)} SELECT (SELECT cancel_requested FROM r), {entry_select}, {slot_freed}",
             params,
@@ -114,7 +115,7 @@ def _commit_statements(
     run_id: str, owner: str, commit: Commit, now: dt.datetime, on_pg: bool
 ) -> CommitResult:
     rid = sql.rid(run_id)
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(), hot_cursor() as cursor:
         # The fence first: it also locks the run row, so a sender racing with a suspension either
         # lands before it (and is seen) or wakes it after.
         sets, params = sql.run_update(commit, now, on_pg)
@@ -289,7 +290,7 @@ def insert_run_if_new(
         sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now), sql.t(now), sql.j(trace_context or None),
         priority, concurrency_group, NOTIFY_CHANNEL,
     ]  # fmt: skip
-    with connection.cursor() as cursor:
+    with hot_cursor() as cursor:
         cursor.execute(sql.INSERT_RUN_IF_NEW.format(columns=columns), params)
         row = cursor.fetchone()
     return None if row is None else run_from_row(row[:-1], fresh=True)
@@ -325,7 +326,7 @@ def send_to_run(outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
         RunStatus.PENDING, RunStatus.WAITING, sql.t(now), outgoing.priority, rid, *LIVE,
         outgoing.queue, sql.j(outgoing.body), sql.t(now), sql.j(outgoing.trace_context or None), NOTIFY_CHANNEL,
     ]  # fmt: skip
-    with connection.cursor() as cursor:
+    with hot_cursor() as cursor:
         cursor.execute(sql.SEND_TO_RUN, params)
         row = cursor.fetchone()
     if row is None:

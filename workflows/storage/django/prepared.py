@@ -1,0 +1,84 @@
+"""The store's hot statements, prepared once per connection on PostgreSQL.
+
+Django binds parameters on the client (psycopg's `ClientCursor`: values are inlined into the SQL
+text), so PostgreSQL parses and plans a step's commit (a statement of data-modifying CTEs) anew
+each time, about a third of its time on the server. The statements the engine sends for every
+step and every run (a commit, a claim, a run's creation, a run read) go through `hot_cursor()`
+instead: on PostgreSQL a cursor that binds on the server and asks psycopg to prepare, so the
+first use on a connection sends PREPARE and every later one an EXECUTE of the plan by name.
+
+Everything else stays on Django's cursor: it is the same `CursorWrapper` (execute wrappers,
+`CaptureQueriesContext`, `connection.queries` see the hot statements too), only the psycopg
+cursor inside it differs. psycopg forgets its prepared statements when a transaction rolls back
+and after DDL, and keeps at most 100 per connection (least recently used dropped), so a statement
+is never run against a stale plan.
+
+`WORKFLOWS["PREPARED_STATEMENTS"] = False` turns it off: needed behind PgBouncer in transaction
+mode before 1.21 (a prepared statement lives in one server session, and such a pooler hands each
+transaction to any of them); PgBouncer 1.21+ with `max_prepared_statements` set handles them.
+Written by hand because Django prepares nothing unless every statement is server-bound
+(`OPTIONS["server_side_binding"]`), which changes how all the project's queries bind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from typing import Any
+
+from django.db import connection
+from django.db.backends.utils import CursorWrapper
+
+# psycopg prepares only when a connection has a threshold; Django sets none (a connection then
+# prepares nothing). This one is high enough that nothing is ever prepared for being repeated:
+# only the statements sent here with prepare=True are.
+_NEVER_BY_COUNT = 2**31 - 1
+
+
+@contextmanager
+def hot_cursor() -> Iterator[CursorWrapper]:
+    """Django's cursor, whose statements are prepared on PostgreSQL (unless turned off)."""
+    wrapper = connection.cursor()
+    if connection.vendor == "postgresql" and _enabled():
+        wrapper.cursor.close()
+        wrapper.cursor = _preparing_cursor(connection.connection)
+    with wrapper:
+        yield wrapper
+
+
+def _enabled() -> bool:
+    from ... import conf  # the settings module imports the store: read when used
+
+    return bool(conf.get("PREPARED_STATEMENTS"))
+
+
+def _preparing_cursor(raw: Any) -> Any:
+    if raw.prepare_threshold is None:
+        raw.prepare_threshold = _NEVER_BY_COUNT
+    return _cursor_class()(raw)
+
+
+@cache
+def _cursor_class() -> type:
+    """Built on first use: Django's PostgreSQL backend imports psycopg, which a SQLite-only
+    install may lack."""
+    from django.db.backends.postgresql import base
+
+    server_binding: Any = base.ServerBindingCursor  # psycopg's Cursor with Django's mixin
+
+    class PreparingCursor(server_binding):
+        """Binds on the server and prepares every statement it executes."""
+
+        def execute(
+            self, query: Any, params: Any = None, *, prepare: bool | None = None, **kwargs: Any
+        ) -> Any:
+            return super().execute(query, params, prepare=True if prepare is None else prepare, **kwargs)
+
+        def _send_query_prepared(self, name: bytes, pgq: Any, **kwargs: Any) -> None:
+            # psycopg notes the query it sends only when it is not prepared; Django reads that note
+            # for `connection.queries` and query capture (last_executed_query), so note it here too.
+            self._query = pgq
+            super()._send_query_prepared(name, pgq, **kwargs)
+
+    return PreparingCursor
