@@ -223,3 +223,39 @@ def test_vendor_is_what_database_url_says():
 
     expected = "postgresql" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "sqlite"
     assert connection.vendor == expected
+
+
+def test_history_and_messages_read_back_every_value_as_written():
+    """load_history and available_messages read raw rows: each JSON value comes back as the value
+    written (a JSON string stays a string, null stays None), times come back aware UTC."""
+    store = DjangoStore()
+    run = make_run("raw-reads")
+    [claimed] = store.claim(owner="a", workflows=["wf"], limit=5, lease_seconds=30, now=now())
+    values = ["7", None, {"a": [1, "x", None]}, 'é\u2028"quoted"', 0, "null", [], 2.5]
+    started = now()
+    entries = [
+        (
+            EntryWrite(
+                id=None, scope="", position=i, name=f"s{i}", kind="step", status="completed",
+                input=value, output=value, meta={"usage": {"tokens": i}}, attempts=1,
+                started_at=started, finished_at=started,
+            ),
+            None,
+        )
+        for i, value in enumerate(values)
+    ]  # fmt: skip
+    store.commit(run_id=claimed.id, owner="a", commit=Commit(entries=entries), now=now())
+    history = store.load_history(run.id)
+    assert [e.output for e in history] == values
+    assert [e.input for e in history] == values
+    assert history[2].meta == {"usage": {"tokens": 2}}
+    assert history[0].started_at == started and history[0].started_at.tzinfo is not None
+    assert history[0].wake_at is None and history[0].error is None
+
+    client = WorkflowClient(registry, "wf", store=store)
+    client.get_by_id(run.id).send("start", {"title": "é", "transcript": "null"})
+    [message] = store.available_messages(run.id, ["start"], 10)
+    assert message.body == {"title": "é", "transcript": "null"} and message.run_id == run.id
+    assert message.sent_at.tzinfo is not None and message.consumed_at is None
+    assert store.available_messages(run.id, ["other"], 10) == []
+    assert store.available_messages(run.id, None, 10) == [message]

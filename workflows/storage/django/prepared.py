@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.db.backends.utils import CursorWrapper
 
@@ -48,9 +49,8 @@ def hot_cursor() -> Iterator[CursorWrapper]:
 
 
 def _enabled() -> bool:
-    from ... import conf  # the settings module imports the store: read when used
-
-    return bool(conf.get("PREPARED_STATEMENTS"))
+    """`WORKFLOWS["PREPARED_STATEMENTS"]`, default True (read here: `workflows.conf` imports the store)."""
+    return bool(getattr(settings, "WORKFLOWS", {}).get("PREPARED_STATEMENTS", True))
 
 
 def _preparing_cursor(raw: Any) -> Any:

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from ...core.records import AuditRecord, EventRecord, MessageRecord, RunRecord
+from ...core.records import AuditRecord, EntryRecord, EventRecord, MessageRecord, RunRecord
 from ...models import AuditEntry, Event, Message, Run
 
 
@@ -103,6 +103,36 @@ ENTRY_FIELDS = (
     "id", "scope", "position", "name", "kind", "status", "input", "output", "error",
     "started_at", "finished_at", "wake_at", "attempts", "meta",
 )  # fmt: skip
+
+
+_ENTRY_JSON = frozenset({"input", "output", "error", "meta"})
+_ENTRY_TIMES = frozenset({"started_at", "finished_at", "wake_at"})
+
+
+def entry_from_row(row: tuple[Any, ...]) -> EntryRecord:
+    """An EntryRecord from a raw `ENTRY_FIELDS` row."""
+    values = dict(zip(ENTRY_FIELDS, row, strict=True))
+    for name in _ENTRY_JSON:
+        values[name] = _json_value(values[name])
+    for name in _ENTRY_TIMES:
+        values[name] = timestamp(values[name])
+    return EntryRecord(**values)
+
+
+MESSAGE_FIELDS = (
+    "id", "run_id", "queue", "body", "sent_at", "response", "completed_at", "consumed_at", "trace_context",
+)  # fmt: skip
+
+
+def message_from_row(row: tuple[Any, ...]) -> MessageRecord:
+    """A MessageRecord from a raw `MESSAGE_FIELDS` row."""
+    v = dict(zip(MESSAGE_FIELDS, row, strict=True))
+    return MessageRecord(
+        id=int(v["id"]), run_id=str(uuid.UUID(str(v["run_id"]))), queue=v["queue"],
+        body=_json_value(v["body"]), sent_at=timestamp(v["sent_at"]),  # type: ignore[arg-type]
+        response=_json_value(v["response"]), completed_at=timestamp(v["completed_at"]),
+        consumed_at=timestamp(v["consumed_at"]), trace_context=_json_value(v["trace_context"]),
+    )  # fmt: skip
 
 
 def event_record(e: Event) -> EventRecord:

@@ -18,6 +18,19 @@ from ...models import Run
 
 NOTIFY = "SELECT pg_notify(%s, '')"
 SELECT_RUN = "SELECT {columns} FROM workflows_run WHERE id = %s"
+SELECT_HISTORY = (
+    "SELECT {columns} FROM workflows_entry WHERE run_id = %s AND NOT superseded ORDER BY scope, position"
+)
+
+
+def select_available_messages(columns: str, queues: int) -> str:
+    """A run's unconsumed messages, oldest first, of `queues` named queues (0: of every queue)."""
+    of_queues = f" AND queue IN ({marks(queues)})" if queues else ""
+    return (
+        f"SELECT {columns} FROM workflows_message WHERE run_id = %s AND consumed_at IS NULL{of_queues}"
+        " ORDER BY id LIMIT %s"
+    )
+
 
 # --- value adapters ---------------------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ from ...core.records import (
     RunRecord,
     RunStatus,
 )
-from ...models import Entry, Message, Run
+from ...models import Message, Run
 from ..base import Store
 from . import limits, notify, sql, writes
 from .prepared import hot_cursor
@@ -58,8 +58,11 @@ from .presence import DjangoPresence
 from .repairs import DjangoRepairs, write_audit
 from .rows import (
     ENTRY_FIELDS,
+    MESSAGE_FIELDS,
     RUN_COLUMNS,
+    entry_from_row,
     events_after,
+    message_from_row,
     message_record,
     run_from_row,
     run_record,
@@ -283,17 +286,20 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             writes.recover_cut_attempts(run, reason, lost_at, now)
 
     def load_history(self, run_id: str) -> list[EntryRecord]:
-        rows = Entry.objects.filter(run_id=run_id, superseded=False).order_by("scope", "position")
-        return [EntryRecord(**row) for row in rows.values(*ENTRY_FIELDS)]
+        """One prepared statement, no model instances: every resumed execution reads it."""
+        with hot_cursor() as cursor:
+            cursor.execute(sql.SELECT_HISTORY.format(columns=", ".join(ENTRY_FIELDS)), [sql.rid(run_id)])
+            return [entry_from_row(row) for row in cursor.fetchall()]
 
     def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
         return writes.commit(run_id, owner, commit, now)
 
     def available_messages(self, run_id: str, queues: list[str] | None, limit: int) -> list[MessageRecord]:
-        rows = Message.objects.filter(run_id=run_id, consumed_at__isnull=True)
-        if queues:
-            rows = rows.filter(queue__in=queues)
-        return [message_record(m) for m in rows.order_by("id")[:limit]]
+        """One prepared statement (one per number of queues): a resumed wait reads it."""
+        statement = sql.select_available_messages(", ".join(MESSAGE_FIELDS), len(queues or ()))
+        with hot_cursor() as cursor:
+            cursor.execute(statement, [sql.rid(run_id), *(queues or ()), limit])
+            return [message_from_row(row) for row in cursor.fetchall()]
 
     # --- callers' side --------------------------------------------------------------------------
 
