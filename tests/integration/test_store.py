@@ -8,6 +8,7 @@ import threading
 import pydantic
 import pytest
 from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
 
 from workflows import queue, setup, workflow
 from workflows.core.clock import FakeClock
@@ -259,3 +260,43 @@ def test_history_and_messages_read_back_every_value_as_written():
     assert message.sent_at.tzinfo is not None and message.consumed_at is None
     assert store.available_messages(run.id, ["other"], 10) == []
     assert store.available_messages(run.id, None, 10) == [message]
+
+
+def _taking(position: int, message_ids: list[int], completes: bool) -> Commit:
+    entry = EntryWrite(
+        id=None, scope="", position=position, name=f"wait{position}", kind="queue", status="completed",
+        output={"messages": []}, consumes=message_ids, started_at=now(), finished_at=now(),
+    )  # fmt: skip
+    return Commit(entries=[(entry, None)], complete=[(m, None) for m in message_ids] if completes else [])
+
+
+@pytest.mark.parametrize("completes", [False, True])
+def test_a_wait_takes_its_messages_in_its_commit_or_writes_nothing(completes):
+    """A wait's commit (one statement on PostgreSQL) consumes the messages it took, by its entry,
+    and completes them when the wait answers none; if one of them was taken already, the whole
+    commit is refused (LeaseLost) and nothing of it is written."""
+    store = DjangoStore()
+    run = make_run("takes")
+    handle = WorkflowClient(registry, "wf", store=store).get_by_id(run.id)
+    first = handle.send("start", {"title": "a", "transcript": "t"})
+    second = handle.send("start", {"title": "b", "transcript": "t"})
+    [claimed] = store.claim(owner="a", workflows=["wf"], limit=5, lease_seconds=30, now=now())
+
+    with CaptureQueriesContext(connection) as statements:
+        result = store.commit(
+            run_id=claimed.id, owner="a", commit=_taking(0, [first.id], completes), now=now()
+        )
+    if connection.vendor == "postgresql":
+        assert len(statements) == 1  # one round trip, no transaction block around it
+    taken = Message.objects.get(id=first.id)
+    assert taken.consumed_at is not None and taken.consumed_by_id == result.entry_ids[0]
+    assert (taken.completed_at is not None) is completes
+    assert [m.id for m in store.available_messages(run.id, None, 10)] == [second.id]
+
+    entries = Entry.objects.count()
+    with pytest.raises(LeaseLost):  # the first was taken already: the second is not taken either
+        store.commit(
+            run_id=claimed.id, owner="a", commit=_taking(1, [first.id, second.id], completes), now=now()
+        )
+    assert Entry.objects.count() == entries
+    assert Message.objects.get(id=second.id).consumed_at is None

@@ -349,9 +349,15 @@ def event_rows(commit: Commit) -> list[EventRow]:
     return rows
 
 
+# `by`: the consuming entry's id, a parameter or (in the one-statement commit) its CTE's, which
+# also makes the update happen only when that entry was written.
 CONSUME_MESSAGES = (
-    "UPDATE workflows_message SET consumed_at = %s, consumed_by_id = %s{complete}"
-    " WHERE run_id = %s AND consumed_at IS NULL AND id IN ({ids})"
+    "UPDATE workflows_message SET consumed_at = %s, consumed_by_id = {by}{complete}"
+    " WHERE run_id = %s AND consumed_at IS NULL AND id IN ({ids}){guard}"
+)
+# How many of a run's messages named by id are still unconsumed (the one-statement commit's fence).
+COUNT_CONSUMABLE = (
+    "SELECT COUNT(*) FROM workflows_message WHERE run_id = %s AND consumed_at IS NULL AND id IN ({ids})"
 )
 COMPLETE_MESSAGE = (
     "UPDATE workflows_message SET response = %s, completed_at = %s WHERE id = %s AND completed_at IS NULL"

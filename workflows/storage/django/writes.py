@@ -48,11 +48,13 @@ def commit(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitR
 
 
 def _fits_one_statement(commit: Commit) -> bool:
-    """The commits the one-statement path handles: at most one entry and its attempt, state,
-    events and a transition that needs no message check."""
-    if commit.messages or commit.children or commit.complete or commit.prune or len(commit.entries) > 1:
+    """The commits the one-statement path handles: at most one entry and its attempt (a wait's
+    entry may consume messages, and complete them all when none is answered later), state, events
+    and a transition that needs no message check."""
+    if commit.messages or commit.children or commit.prune or len(commit.entries) > 1:
         return False
-    if commit.entries and commit.entries[0][0].consumes:
+    consumes = set(commit.entries[0][0].consumes) if commit.entries else set()
+    if commit.complete and ({mid for mid, _r in commit.complete} != consumes or _answered(commit)):
         return False
     transition = commit.transition
     return transition is None or transition.status != RunStatus.WAITING or transition.wait_queues is None
@@ -63,6 +65,10 @@ def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datet
     sets, params = sql.run_update(commit, now, on_pg=True)
     where, fence_params = sql.fence(rid, owner, commit)
     params += fence_params
+    consumes = commit.entries[0][0].consumes if commit.entries else []
+    if consumes:  # every message the wait took is still there to take, or nothing is written
+        where += f" AND ({sql.COUNT_CONSUMABLE.format(ids=sql.marks(len(consumes)))}) = %s"
+        params += [rid, *consumes, len(consumes)]
     ctes = [
         f"r AS (UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group)"
     ]
@@ -80,6 +86,16 @@ def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datet
             statement, attempt_params = sql.insert_attempt(attempt, "e", on_pg=True)
             ctes.append(f"a AS ({statement} RETURNING id)")
             params += attempt_params
+        if consumes:  # by the entry just written; completed too when the wait answers none
+            complete = bool(commit.complete)
+            statement = sql.CONSUME_MESSAGES.format(
+                by="(SELECT id FROM e)",
+                complete=", completed_at = COALESCE(completed_at, %s::timestamptz)" if complete else "",
+                ids=sql.marks(len(consumes)),
+                guard=" AND EXISTS (SELECT 1 FROM e)",
+            )
+            ctes.append(f"c AS ({statement} RETURNING id)")
+            params += [sql.t(now), *([sql.t(now)] if complete else []), rid, *consumes]
     events = sql.event_rows(commit)
     if events:
         rows = ", ".join([sql.EVENT_ROW_AFTER] * len(events))
@@ -109,6 +125,10 @@ def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datet
     return CommitResult(
         entry_ids=[entry_id] if commit.entries else [], cancel_requested=bool(cancel_requested)
     )
+
+
+def _answered(commit: Commit) -> bool:
+    return any(response is not None for _mid, response in commit.complete)
 
 
 def _commit_statements(
@@ -214,8 +234,10 @@ def _consume(
     complete = set(message_ids) <= auto_completed
     cursor.execute(
         sql.CONSUME_MESSAGES.format(
+            by="%s",
             complete=", completed_at = COALESCE(completed_at, %s)" if complete else "",
             ids=sql.marks(len(message_ids)),
+            guard="",
         ),
         [sql.t(now), entry_id, *([sql.t(now)] if complete else []), rid, *message_ids],
     )
