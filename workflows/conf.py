@@ -70,6 +70,10 @@ PREPARED_STATEMENTS (default `True`)
     PostgreSQL: the store's hot statements (a step's commit, a claim, a run's creation and read)
     are prepared once per connection and then executed by name, planned once. `False` behind a
     pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21).
+GROUP_COMMIT (default `True`)
+    PostgreSQL, in a runner: step commits of several runs ready at the same moment are written
+    as one statement (one round trip, one transaction), each still fenced by its own lease; a
+    lone commit goes out at once, alone. `False`: every commit is its own statement.
 """
 
 from __future__ import annotations
@@ -116,6 +120,7 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_BATCH": 100,
     "MAX_VALUE_BYTES": 1024 * 1024,
     "PREPARED_STATEMENTS": True,
+    "GROUP_COMMIT": True,
 }
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -64,11 +64,30 @@ def _cursor_class() -> type:
     """Built on first use: Django's PostgreSQL backend imports psycopg, which a SQLite-only
     install may lack."""
     from django.db.backends.postgresql import base
+    from psycopg import _queries
 
     server_binding: Any = base.ServerBindingCursor  # psycopg's Cursor with Django's mixin
+    parsed = lru_cache(maxsize=256)(_queries._query2pg_nocache)
+
+    class ParsedOnce(_queries.PostgresQuery):
+        """psycopg parses a statement's `%s` placeholders anew on every execution when it is long
+        or has many parameters (a group commit's statement: a quarter of a busy runner's CPU);
+        the store's statements repeat, so each text is parsed once (a private psycopg API, pinned
+        in requirements.txt; the prepared-statement tests exercise it)."""
+
+        def convert(self, query: Any, vars: Any) -> None:
+            if vars is None or not isinstance(query, str | bytes):
+                return super().convert(query, vars)
+            self.query, self._want_formats, self._order, self._parts = parsed(
+                self._ensure_bytes(query), self._tx.encoding
+            )
+            self.dump(vars)
+            return None
 
     class PreparingCursor(server_binding):
         """Binds on the server and prepares every statement it executes."""
+
+        _query_cls = ParsedOnce
 
         def execute(
             self, query: Any, params: Any = None, *, prepare: bool | None = None, **kwargs: Any

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import functools
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -20,12 +21,10 @@ from dataclasses import replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import (
-    DatabaseError,
     IntegrityError,
-    InterfaceError,
-    OperationalError,
     connection,
     connections,
     transaction,
@@ -33,7 +32,7 @@ from django.db import (
 from django.db.models import Count, Q
 
 from ...core.concurrency import GroupUse
-from ...core.exceptions import LeaseLost, RunNotFound, StoreUnavailable
+from ...core.exceptions import LeaseLost, RunNotFound
 from ...core.keys import key_identity, quoted
 from ...core.limits import Grant, Limiter
 from ...core.records import (
@@ -53,8 +52,10 @@ from ...core.records import (
 from ...models import Message, Run
 from ..base import Store
 from . import limits, notify, sql, writes
+from .group_commit import GroupCommits, groupable
 from .prepared import hot_cursor
 from .presence import DjangoPresence
+from .reconnect import reconnecting
 from .repairs import DjangoRepairs, write_audit
 from .rows import (
     ENTRY_FIELDS,
@@ -70,6 +71,8 @@ from .rows import (
 )
 from .schedules import DjangoSchedules
 
+logger = logging.getLogger(__name__)
+
 
 class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     """With no `db_threads` its calls run in Django's sync thread (`sync_to_async`), sharing the
@@ -84,15 +87,23 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         if db_threads is not None:
             self._threads = 1 if connection.vendor == "sqlite" else max(1, db_threads)
             self._executor = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="workflows-db")
+        self._group: GroupCommits | None = None
+        if self._executor is not None and connection.vendor == "postgresql" and _group_commit_enabled():
+            self._group = GroupCommits(self.run_sync, self.commit)
 
     async def run_sync(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self._executor is None:
-            return await sync_to_async(_reconnecting(fn), thread_sensitive=True)(*args, **kwargs)
-        call = functools.partial(_reconnecting(fn), *args, **kwargs)
+            return await sync_to_async(reconnecting(fn), thread_sensitive=True)(*args, **kwargs)
+        call = functools.partial(reconnecting(fn), *args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
     def close(self) -> None:
         """Close the pool's connections and threads (a stopping runner)."""
+        if self._group is not None and self._group.commits:
+            logger.info(
+                "group commit: %d step commits written in %d statements (at most %d in one)",
+                self._group.commits, self._group.statements, self._group.largest_batch,
+            )  # fmt: skip
         if self._executor is not None:
             barrier = threading.Barrier(self._threads)
 
@@ -294,6 +305,13 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
         return writes.commit(run_id, owner, commit, now)
 
+    async def acommit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
+        """A runner's store on PostgreSQL: a step's commit may share one statement with the
+        commits of other runs that are ready at the same moment (`group_commit`)."""
+        if self._group is not None and groupable(commit):
+            return await self._group.commit(run_id=run_id, owner=owner, commit=commit, now=now)
+        return await self.run_sync(self.commit, run_id=run_id, owner=owner, commit=commit, now=now)
+
     def available_messages(self, run_id: str, queues: list[str] | None, limit: int) -> list[MessageRecord]:
         """One prepared statement (one per number of queues): a resumed wait reads it."""
         statement = sql.select_available_messages(", ".join(MESSAGE_FIELDS), len(queues or ()))
@@ -399,19 +417,6 @@ def _claim(
         return [(*row, *was[str(uuid.UUID(str(row[0])))]) for row in cursor.fetchall()]
 
 
-def _reconnecting(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A runner keeps one connection for its life: after an infrastructure error (connection
-    lost, server restarting, serialization failure, deadlock, lock timeout: all OperationalError
-    or InterfaceError in Django) drop it so the next call reconnects, and say StoreUnavailable:
-    the engine then abandons the execution and resumes the run when the store answers again."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (OperationalError, InterfaceError) as exc:
-            if connection.in_atomic_block is False:
-                with contextlib.suppress(DatabaseError):  # closing a broken connection may fail too
-                    connection.close()
-            raise StoreUnavailable(f"the database failed: {exc}".strip()) from exc
-
-    return call
+def _group_commit_enabled() -> bool:
+    """`WORKFLOWS["GROUP_COMMIT"]`, default True (read here: `workflows.conf` imports the store)."""
+    return bool(getattr(settings, "WORKFLOWS", {}).get("GROUP_COMMIT", True))

@@ -42,12 +42,12 @@ from .rows import RUN_COLUMNS, run_from_row
 
 def commit(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
     on_pg = sql.pg()
-    if on_pg and _fits_one_statement(commit):
+    if on_pg and fits_one_statement(commit):
         return _commit_one_statement(run_id, owner, commit, now)
     return _commit_statements(run_id, owner, commit, now, on_pg)
 
 
-def _fits_one_statement(commit: Commit) -> bool:
+def fits_one_statement(commit: Commit) -> bool:
     """The commits the one-statement path handles: at most one entry and its attempt (a wait's
     entry may consume messages, and complete them all when none is answered later), state, events
     and a transition that needs no message check."""
@@ -61,6 +61,56 @@ def _fits_one_statement(commit: Commit) -> bool:
 
 
 def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
+    ctes, params, selects = _statement_parts(run_id, owner, commit, now)
+    with hot_cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(ctes)} SELECT {', '.join(selects)}", params)
+        row = cursor.fetchone()
+    outcome = _outcome(run_id, owner, commit, row)
+    if isinstance(outcome, LeaseLost):
+        raise outcome
+    return outcome
+
+
+def commit_group(commits: list[tuple[str, str, Commit, dt.datetime]]) -> list[CommitResult | LeaseLost]:
+    """Several runs' commits, each of the one-statement kind (`fits_one_statement`), as ONE
+    statement: one round trip, one transaction, one WAL flush. Each run's CTEs hang off its own
+    fenced run update, so a lost lease loses that commit only (its LeaseLost is returned, not
+    raised). Any error (a constraint, a deadlock) rolls the whole statement back: nothing of it
+    was written. Prepared like the single commit: a busy runner repeats a few shapes."""
+    ctes: list[str] = []
+    params: list[Any] = []
+    selects: list[str] = []
+    for n, (run_id, owner, commit, now) in enumerate(commits):
+        more_ctes, more_params, more_selects = _statement_parts(run_id, owner, commit, now, str(n))
+        ctes += more_ctes
+        params += more_params
+        selects += more_selects
+    with hot_cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(ctes)} SELECT {', '.join(selects)}", params)
+        row = cursor.fetchone()
+    return [
+        _outcome(run_id, owner, commit, row[3 * n : 3 * n + 3])
+        for n, (run_id, owner, commit, _now) in enumerate(commits)
+    ]
+
+
+def _outcome(run_id: str, owner: str, commit: Commit, row: Any) -> CommitResult | LeaseLost:
+    cancel_requested, entry_id, _notified = row
+    if cancel_requested is None:
+        return LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
+    return CommitResult(
+        entry_ids=[entry_id] if commit.entries else [], cancel_requested=bool(cancel_requested)
+    )
+
+
+def _statement_parts(
+    run_id: str, owner: str, commit: Commit, now: dt.datetime, n: str = ""
+) -> tuple[list[str], list[Any], list[str]]:
+    """The CTEs of one run's commit (named r{n}, e{n}, ...: several commits can share a
+    statement), their parameters in order, and the three values the statement selects for it:
+    whether a cancel was requested (NULL: the fence matched nothing), the entry id, and a count
+    that makes PostgreSQL evaluate the slot-freeing NOTIFY."""
+    r, e = f"r{n}", f"e{n}"
     rid = sql.rid(run_id)
     sets, params = sql.run_update(commit, now, on_pg=True)
     where, fence_params = sql.fence(rid, owner, commit)
@@ -70,36 +120,36 @@ def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datet
         where += f" AND ({sql.COUNT_CONSUMABLE.format(ids=sql.marks(len(consumes)))}) = %s"
         params += [rid, *consumes, len(consumes)]
     ctes = [
-        f"r AS (UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group)"
+        f"{r} AS (UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group)"
     ]
     entry_select = "NULL::bigint"
     if commit.entries:
         [(write, attempt)] = commit.entries
         if write.id is None:
-            statement, entry_params = sql.insert_entry(rid, write, on_pg=True, after="r")
+            statement, entry_params = sql.insert_entry(rid, write, on_pg=True, after=r)
         else:
-            statement, entry_params = sql.update_entry(write, on_pg=True, after="r")
-        ctes.append(f"e AS ({statement})")
+            statement, entry_params = sql.update_entry(write, on_pg=True, after=r)
+        ctes.append(f"{e} AS ({statement})")
         params += entry_params
-        entry_select = "(SELECT id FROM e)"
+        entry_select = f"(SELECT id FROM {e})"
         if attempt is not None:
-            statement, attempt_params = sql.insert_attempt(attempt, "e", on_pg=True)
-            ctes.append(f"a AS ({statement} RETURNING id)")
+            statement, attempt_params = sql.insert_attempt(attempt, e, on_pg=True)
+            ctes.append(f"a{n} AS ({statement} RETURNING id)")
             params += attempt_params
         if consumes:  # by the entry just written; completed too when the wait answers none
             complete = bool(commit.complete)
             statement = sql.CONSUME_MESSAGES.format(
-                by="(SELECT id FROM e)",
+                by=f"(SELECT id FROM {e})",
                 complete=", completed_at = COALESCE(completed_at, %s::timestamptz)" if complete else "",
                 ids=sql.marks(len(consumes)),
-                guard=" AND EXISTS (SELECT 1 FROM e)",
+                guard=f" AND EXISTS (SELECT 1 FROM {e})",
             )
-            ctes.append(f"c AS ({statement} RETURNING id)")
+            ctes.append(f"c{n} AS ({statement} RETURNING id)")
             params += [sql.t(now), *([sql.t(now)] if complete else []), rid, *consumes]
     events = sql.event_rows(commit)
     if events:
         rows = ", ".join([sql.EVENT_ROW_AFTER] * len(events))
-        ctes.append(f"v AS ({sql.INSERT_EVENTS_AFTER.format(rows=rows, after='r')} RETURNING id)")
+        ctes.append(f"v{n} AS ({sql.INSERT_EVENTS_AFTER.format(rows=rows, after=r)} RETURNING id)")
         params += [rid, sql.t(now)]
         for name, payload, scope, step, number in events:
             params += [name, sql.j(payload), scope, step, number]
@@ -107,24 +157,14 @@ def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datet
     if commit.transition is not None:  # a grouped run leaving `running` frees its group's slot:
         # the first run set aside in the group is due again, and runners waiting for a slot look
         ctes.append(
-            "n AS (SELECT pg_notify(%s, '')::text AS sent FROM r WHERE r.concurrency_group IS NOT NULL)"
+            f"n{n} AS (SELECT pg_notify(%s, '')::text AS sent FROM {r} WHERE {r}.concurrency_group IS NOT NULL)"
         )
         params.append(NOTIFY_CHANNEL)
-        statement, unpark_params = sql.unpark(after="r")
-        ctes.append(f"u AS ({statement} RETURNING id)")
+        statement, unpark_params = sql.unpark(after=r)
+        ctes.append(f"u{n} AS ({statement} RETURNING id)")
         params += unpark_params
-        slot_freed = "(SELECT COUNT(*) FROM n)"
-    with hot_cursor() as cursor:
-        cursor.execute(
-            f"WITH {', '.join(ctes)} SELECT (SELECT cancel_requested FROM r), {entry_select}, {slot_freed}",
-            params,
-        )
-        cancel_requested, entry_id, _notified = cursor.fetchone()
-    if cancel_requested is None:
-        raise LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
-    return CommitResult(
-        entry_ids=[entry_id] if commit.entries else [], cancel_requested=bool(cancel_requested)
-    )
+        slot_freed = f"(SELECT COUNT(*) FROM n{n})"
+    return ctes, params, [f"(SELECT cancel_requested FROM {r})", entry_select, slot_freed]
 
 
 def _answered(commit: Commit) -> bool:

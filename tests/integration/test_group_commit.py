@@ -1,0 +1,151 @@
+"""Group commit (PostgreSQL, a runner's store with database threads): step commits of several runs
+queued while every thread is busy go out as one statement; each is still fenced by its own lease,
+and one run's failure stays its own."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+
+import pytest
+from django.db import IntegrityError, connection
+
+from workflows.core.exceptions import LeaseLost
+from workflows.core.records import AttemptWrite, Commit, EntryWrite, Transition
+from workflows.models import Entry, Run
+from workflows.storage.django import DjangoStore
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),  # the store's threads must see the rows
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="group commit is PostgreSQL's"),
+]
+
+THREADS = 2
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def a_step(position: int, output: object = None) -> Commit:
+    entry = EntryWrite(
+        id=None, scope="", position=position, name=f"s{position}", kind="step", status="completed",
+        output=position if output is None else output, attempts=1,
+    )  # fmt: skip
+    attempt = AttemptWrite(number=1, started_at=now(), finished_at=now(), outcome="ok")
+    return Commit(entries=[(entry, attempt)], events=[("progress", {"at": position})], state={"at": position})
+
+
+def claimed_runs(n: int) -> list[str]:
+    store = DjangoStore()
+    for i in range(n):
+        store.get_or_create_run(workflow="wf", key=[f"k{i}"], version="v", initial_state={}, now=now())
+    runs = store.claim(owner="a", workflows=["wf"], limit=n, lease_seconds=30, now=now())
+    assert len(runs) == n
+    return [r.id for r in runs]
+
+
+async def _commit_while_threads_busy(store: DjangoStore, commits: list[tuple[str, str, Commit]]) -> list:
+    """Hold every database thread, queue the commits, then let the threads go: the first one free
+    takes every commit queued by then."""
+    release = threading.Event()
+    holding = [asyncio.ensure_future(store.run_sync(release.wait, 10)) for _ in range(THREADS)]
+    await asyncio.sleep(0.05)
+    tasks = [
+        asyncio.ensure_future(store.acommit(run_id=run_id, owner=owner, commit=commit, now=now()))
+        for run_id, owner, commit in commits
+    ]
+    await asyncio.sleep(0.05)
+    release.set()
+    await asyncio.gather(*holding)
+    return await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def run_in_store(coro_fn, **kwargs):
+    store = DjangoStore(db_threads=THREADS)
+    try:
+        return store, asyncio.run(coro_fn(store, **kwargs))
+    finally:
+        store.close()
+
+
+def test_commits_queued_together_share_one_statement():
+    runs = claimed_runs(6)
+
+    async def go(store):
+        return await _commit_while_threads_busy(store, [(r, "a", a_step(0)) for r in runs])
+
+    store, results = run_in_store(go)
+    assert store._group is not None and store._group.largest_batch == 6
+    assert all(not isinstance(r, BaseException) for r in results), results
+    for run_id, result in zip(runs, results, strict=True):
+        [entry] = Entry.objects.filter(run_id=run_id)
+        assert result.entry_ids == [entry.id] and entry.output == 0
+        assert entry.attempt_set.count() == 1 and entry.run.events.filter(name="progress").count() == 1
+        assert Run.objects.get(id=run_id).state == {"at": 0}
+
+
+def test_a_lost_lease_loses_only_its_own_commit():
+    runs = claimed_runs(3)
+
+    async def go(store):
+        return await _commit_while_threads_busy(
+            store,
+            [(runs[0], "a", a_step(0)), (runs[1], "someone-else", a_step(0)), (runs[2], "a", a_step(0))],
+        )
+
+    store, results = run_in_store(go)
+    assert store._group.largest_batch == 3
+    assert isinstance(results[1], LeaseLost)
+    assert not Entry.objects.filter(run_id=runs[1]).exists()
+    assert Entry.objects.filter(run_id__in=[runs[0], runs[2]]).count() == 2
+
+
+def test_a_failing_commit_fails_alone_and_the_others_land():
+    runs = claimed_runs(3)
+    DjangoStore().commit(run_id=runs[1], owner="a", commit=a_step(0), now=now())  # position 0 taken
+
+    async def go(store):
+        return await _commit_while_threads_busy(store, [(r, "a", a_step(0, output="x")) for r in runs])
+
+    _store, results = run_in_store(go)
+    assert isinstance(results[1], IntegrityError)  # its own error, raised to its own waiter
+    assert [Entry.objects.get(run_id=r).output for r in (runs[0], runs[2])] == ["x", "x"]
+    assert Entry.objects.get(run_id=runs[1]).output == 0
+
+
+def test_a_lone_commit_goes_alone():
+    [run_id] = claimed_runs(1)
+
+    async def go(store):
+        return await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
+
+    store, lone = run_in_store(go)
+    assert store._group.largest_batch == 1 and lone.entry_ids
+
+
+def test_a_transition_never_shares_a_statement():
+    """A run's end may free a concurrency-group slot: it is written alone."""
+    runs = claimed_runs(3)
+    ending = a_step(0)
+    ending.transition = Transition(status="completed", result=7)
+
+    async def go(store):
+        return await _commit_while_threads_busy(
+            store, [(runs[0], "a", a_step(0)), (runs[1], "a", ending), (runs[2], "a", a_step(0))]
+        )
+
+    store, results = run_in_store(go)
+    assert all(not isinstance(r, BaseException) for r in results), results
+    assert store._group.largest_batch == 2
+    assert Run.objects.get(id=runs[1]).status == "completed" and Run.objects.get(id=runs[1]).result == 7
+
+
+def test_off(settings):
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "GROUP_COMMIT": False}
+    store = DjangoStore(db_threads=THREADS)
+    try:
+        assert store._group is None
+    finally:
+        store.close()

@@ -1,0 +1,128 @@
+"""Group commit: step commits of several runs that are ready at the same moment go to PostgreSQL
+as one statement (`writes.commit_group`): one round trip, one transaction, one WAL flush, each
+run's writes still fenced by its own lease.
+
+Nothing waits to fill a batch. A queued commit hands a job to the store's database threads at
+once unless a job is already waiting to start (that one will take it); a job takes every commit
+queued by the time a thread runs it. So a lone commit (an idle runner) goes out as before, with
+no added latency, while a busy runner, whose threads are all writing, sends the commits that
+queued up meanwhile together, and pays one thread hop per statement rather than per commit.
+
+Only the common commit is grouped: one step's entry and attempt, state and events, no transition
+(run ends and suspensions free concurrency-group slots, which must not share a statement). If the
+grouped statement fails (a deadlock, a constraint an entry breaks), nothing of it was written and
+each commit is sent again alone, so one run's failure never becomes another's. Written by hand:
+this is the engine's commit protocol, which no library knows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...core.records import Commit, CommitResult
+from . import writes
+from .reconnect import reconnecting
+
+MAX_BATCH = 32  # commits per statement: bounds its size (about 30 parameters each)
+
+RunSync = Callable[..., Awaitable[Any]]
+
+
+def groupable(commit: Commit) -> bool:
+    return commit.transition is None and writes.fits_one_statement(commit)
+
+
+@dataclass
+class _Queued:
+    run_id: str
+    owner: str
+    commit: Commit
+    now: dt.datetime
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[CommitResult]
+
+    def settle(self, outcome: CommitResult | BaseException) -> None:
+        """From a database thread: hand the outcome to the waiting coroutine."""
+        self.loop.call_soon_threadsafe(_settle, self.future, outcome)
+
+
+def _settle(future: asyncio.Future[CommitResult], outcome: CommitResult | BaseException) -> None:
+    if future.done():  # the waiter was cancelled (a stopping runner)
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
+class GroupCommits:
+    """The store's queue of groupable commits (one per store, shared by its database threads)."""
+
+    def __init__(self, run_sync: RunSync, alone: Callable[..., CommitResult]) -> None:
+        self._run_sync = run_sync  # runs a function in one of the store's database threads
+        self._alone = alone  # the store's own commit: one commit, one statement
+        self._queue: deque[_Queued] = deque()  # appended on the loop, taken by threads: thread-safe
+        self._lock = threading.Lock()
+        self._unstarted = 0  # jobs handed to the threads that have not started taking commits
+        self._jobs: set[asyncio.Future[Any]] = set()
+        self.largest_batch = 0  # the most commits one statement carried (tests, benchmarks)
+        self.commits = 0  # commits written through the queue
+        self.statements = 0  # ... in this many statements
+
+    async def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
+        loop = asyncio.get_running_loop()
+        queued = _Queued(run_id, owner, commit, now, loop, loop.create_future())
+        self._queue.append(queued)
+        with self._lock:  # a job not yet started will take it; else start one
+            start = self._unstarted == 0
+            if start:
+                self._unstarted += 1
+        if start:
+            job = asyncio.ensure_future(self._run_sync(self._write_queued))
+            self._jobs.add(job)
+            job.add_done_callback(self._jobs.discard)
+        return await queued.future
+
+    def _write_queued(self) -> None:
+        """In a database thread: write what is queued now; never raises (each outcome goes to
+        its own waiter)."""
+        with self._lock:  # from here on, a commit queued later starts a job of its own
+            self._unstarted -= 1
+        batch: list[_Queued] = []
+        while len(batch) < MAX_BATCH:
+            try:
+                batch.append(self._queue.popleft())
+            except IndexError:
+                break
+        if not batch:
+            return
+        self.largest_batch = max(self.largest_batch, len(batch))
+        self.commits += len(batch)
+        self.statements += 1
+        if len(batch) == 1:
+            outcomes = [self._write_alone(batch[0])]
+        else:
+            outcomes = self._write_together(batch)
+        for queued, outcome in zip(batch, outcomes, strict=True):
+            queued.settle(outcome)
+
+    def _write_together(self, batch: list[_Queued]) -> list[CommitResult | BaseException]:
+        try:
+            return list(writes.commit_group([(q.run_id, q.owner, q.commit, q.now) for q in batch]))
+        except Exception:  # nothing was written (a deadlock, a broken constraint, a lost
+            # connection, a value refused while building it): each alone, so a failure stays its own
+            return [self._write_alone(queued) for queued in batch]
+
+    def _write_alone(self, queued: _Queued) -> CommitResult | BaseException:
+        try:
+            return reconnecting(self._alone)(
+                run_id=queued.run_id, owner=queued.owner, commit=queued.commit, now=queued.now
+            )
+        except Exception as exc:  # LeaseLost, StoreUnavailable, a constraint: the waiter's to raise
+            return exc
