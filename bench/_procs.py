@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -137,6 +138,22 @@ def throughput(db: str, runs: int, processes: int) -> dict[str, Any]:
     finally:
         _stop_all(runners)
     return throughput_figures(processes, runs, wall, cpu)
+
+
+_GROUP_COMMIT = re.compile(
+    r"group commit: (\d+) step commits written in (\d+) statements \(at most (\d+) in one\)"
+)
+
+
+def group_commit_figures(runners: list[RunnerProcess]) -> dict[str, int]:
+    """What the stopped runners' stores logged of their group commits (zeros: none grouped)."""
+    commits = statements = largest = 0
+    for runner in runners:
+        for match in _GROUP_COMMIT.finditer(runner.log_path.read_text()):
+            commits += int(match[1])
+            statements += int(match[2])
+            largest = max(largest, int(match[3]))
+    return {"commits": commits, "statements": statements, "largest": largest}
 
 
 def throughput_figures(processes: int, runs: int, wall: float, cpu: float) -> dict[str, Any]:

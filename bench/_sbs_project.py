@@ -149,7 +149,7 @@ def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
 
     from bench import _sbs_pg
     from bench._db import create_pending_runs, reset_tables
-    from bench._procs import RunnerProcess, throughput_figures
+    from bench._procs import RunnerProcess, group_commit_figures, throughput_figures
     from workflows import conf
     from workflows.models import Run
 
@@ -188,6 +188,7 @@ def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
             r.terminate()
         for r in runners:
             r.stop()
+    tp["group_commit"] = group_commit_figures(runners)  # over both phases: the runners' whole life
     busy = stats_ms(samples)
     busy["backlog"] = backlog
     busy["backlog_left_after_last_submit"] = left

@@ -333,6 +333,13 @@ def detail_lines(results: list[dict[str, Any]]) -> list[str]:
                 continue
             tp, busy = f["throughput"], f["submit_busy"]
             cpu = tp.get("runner_cpu_ms_per_step", tp.get("worker_cpu_ms_per_step"))
+            grouped = tp.get("group_commit") or {}
+            if grouped.get("statements"):
+                lines.append(
+                    f"round {i} {system}: group commit wrote {grouped['commits']} step commits in "
+                    f"{grouped['statements']} statements ({grouped['commits'] / grouped['statements']:.1f} "
+                    f"per statement, at most {grouped['largest']}) over the throughput and submit phases"
+                )
             lines.append(
                 f"round {i} {system}: throughput {tp['steps']} steps over {tp['span_s']:.2f}s "
                 f"(wall {tp['wall_s']:.2f}s, worker CPU {cpu:.2f} ms/step); submit p99 "

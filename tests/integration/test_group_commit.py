@@ -9,12 +9,12 @@ import datetime as dt
 import threading
 
 import pytest
-from django.db import IntegrityError, connection
+from django.db import IntegrityError, OperationalError, connection
 
-from workflows.core.exceptions import LeaseLost
+from workflows.core.exceptions import LeaseLost, StoreUnavailable
 from workflows.core.records import AttemptWrite, Commit, EntryWrite, Transition
 from workflows.models import Entry, Run
-from workflows.storage.django import DjangoStore
+from workflows.storage.django import DjangoStore, writes
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),  # the store's threads must see the rows
@@ -149,3 +149,39 @@ def test_off(settings):
         assert store._group is None
     finally:
         store.close()
+
+
+def test_a_connection_failure_under_a_group_fails_every_waiter_and_sends_nothing_again(monkeypatch):
+    """Whether a statement landed is unknown when its connection fails: nothing is sent again
+    (a second write of a landed step would break its history); each waiter gets StoreUnavailable
+    and re-reads its history, as after any store failure."""
+    runs = claimed_runs(3)
+
+    def connection_lost(commits):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(writes, "commit_group", connection_lost)
+
+    async def go(store):
+        return await _commit_while_threads_busy(store, [(r, "a", a_step(0)) for r in runs])
+
+    store, results = run_in_store(go)
+    assert store._group.largest_batch == 3
+    assert all(isinstance(r, StoreUnavailable) for r in results), results
+    assert not Entry.objects.filter(run_id__in=runs).exists()  # not sent again alone
+
+
+def test_a_group_refused_before_the_server_saw_it_is_sent_again_commit_by_commit(monkeypatch):
+    runs = claimed_runs(3)
+
+    def refused(commits):
+        raise ValueError("a value refused while building the statement")
+
+    monkeypatch.setattr(writes, "commit_group", refused)
+
+    async def go(store):
+        return await _commit_while_threads_busy(store, [(r, "a", a_step(0)) for r in runs])
+
+    _store, results = run_in_store(go)
+    assert all(not isinstance(r, BaseException) for r in results), results
+    assert Entry.objects.filter(run_id__in=runs).count() == 3

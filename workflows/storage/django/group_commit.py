@@ -11,7 +11,9 @@ queued up meanwhile together, and pays one thread hop per statement rather than 
 Only the common commit is grouped: one step's entry and attempt, state and events, no transition
 (run ends and suspensions free concurrency-group slots, which must not share a statement). If the
 grouped statement fails (a deadlock, a constraint an entry breaks), nothing of it was written and
-each commit is sent again alone, so one run's failure never becomes another's. Written by hand:
+each commit is sent again alone, so one run's failure never becomes another's; when the
+connection fails under it (the outcome unknown), every waiter gets StoreUnavailable, as a lone
+commit would. Written by hand:
 this is the engine's commit protocol, which no library knows.
 """
 
@@ -25,9 +27,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
+
+from ...core.exceptions import StoreUnavailable
 from ...core.records import Commit, CommitResult
 from . import writes
-from .reconnect import reconnecting
+from .reconnect import drop_connection, reconnecting
 
 MAX_BATCH = 32  # commits per statement: bounds its size (about 30 parameters each)
 
@@ -115,8 +120,15 @@ class GroupCommits:
     def _write_together(self, batch: list[_Queued]) -> list[CommitResult | BaseException]:
         try:
             return list(writes.commit_group([(q.run_id, q.owner, q.commit, q.now) for q in batch]))
-        except Exception:  # nothing was written (a deadlock, a broken constraint, a lost
-            # connection, a value refused while building it): each alone, so a failure stays its own
+        except (OperationalError, InterfaceError) as exc:
+            # The connection failed, or a deadlock: whether the statement landed may be unknown, so
+            # nothing is sent again; each waiter abandons its execution, which reads its history
+            # anew, as after any store failure.
+            failure = StoreUnavailable(f"the database failed: {exc}".strip())
+            drop_connection()
+            return [failure for _ in batch]
+        except Exception:  # refused by the server (a broken constraint), or a value refused while
+            # building it: nothing was written; each alone, so a failure stays its own
             return [self._write_alone(queued) for queued in batch]
 
     def _write_alone(self, queued: _Queued) -> CommitResult | BaseException:

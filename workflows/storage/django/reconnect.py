@@ -22,9 +22,14 @@ def reconnecting(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except (OperationalError, InterfaceError) as exc:
-            if connection.in_atomic_block is False:
-                with contextlib.suppress(DatabaseError):  # closing a broken connection may fail too
-                    connection.close()
+            drop_connection()
             raise StoreUnavailable(f"the database failed: {exc}".strip()) from exc
 
     return call
+
+
+def drop_connection() -> None:
+    """Close this thread's connection (outside a transaction block) so the next call reconnects."""
+    if connection.in_atomic_block is False:
+        with contextlib.suppress(DatabaseError):  # closing a broken connection may fail too
+            connection.close()
