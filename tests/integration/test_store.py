@@ -18,6 +18,7 @@ from workflows.engine.client import WorkflowClient
 from workflows.engine.runner import Runner
 from workflows.models import Entry, Event, Message, Run
 from workflows.storage.django import DjangoStore
+from workflows.storage.django import store as store_module
 from workflows.testing import run_until_idle
 
 pytestmark = pytest.mark.django_db
@@ -300,3 +301,50 @@ def test_a_wait_takes_its_messages_in_its_commit_or_writes_nothing(completes):
         )
     assert Entry.objects.count() == entries
     assert Message.objects.get(id=second.id).consumed_at is None
+
+
+def test_a_resumed_run_reads_its_history_and_waiting_messages_in_one_go():
+    """PostgreSQL reads the unconsumed messages with the history (one round trip); SQLite leaves
+    them to the wait (None). More than RESUME_MESSAGES: not read with it either."""
+    store = DjangoStore()
+    run = make_run("resume")
+    handle = WorkflowClient(registry, "wf", store=store).get_by_id(run.id)
+    sent = [handle.send("start", {"title": str(i), "transcript": "t"}) for i in range(3)]
+    [claimed] = store.claim(owner="a", workflows=["wf"], limit=5, lease_seconds=30, now=now())
+    store.commit(run_id=claimed.id, owner="a", commit=_taking(0, [sent[0].id], completes=False), now=now())
+
+    history, messages = store.load_resume(run.id)
+    assert history == store.load_history(run.id)
+    if connection.vendor == "postgresql":
+        assert messages == store.available_messages(run.id, None, 10)
+        assert [m.id for m in messages] == [sent[1].id, sent[2].id]
+        for i in range(store_module.RESUME_MESSAGES):
+            handle.send("start", {"title": f"more {i}", "transcript": "t"})
+        assert store.load_resume(run.id)[1] is None
+    else:
+        assert messages is None
+
+
+def test_a_message_that_arrives_after_the_resume_read_still_reaches_the_wait(monkeypatch):
+    """The resume read is a snapshot: a message sent just after it is not in it. The wait then
+    suspends, and the suspension, finding the message there, wakes the run again."""
+    store = DjangoStore()
+    clock = FakeClock(now())
+    handle = WorkflowClient(registry, "wf", store=store, clock=clock).get_or_create(["late"])
+    run_until_idle(registry, store=store, clock=clock)
+    assert handle.info().status == "waiting"
+    handle.send("start", {"title": "late", "transcript": "t"})
+    real = store.load_resume
+    stale = [True]
+
+    def read_before_the_message(run_id):
+        history, messages = real(run_id)
+        if stale.pop() if stale else False:
+            return history, []  # as read an instant before the message was stored
+        return history, messages
+
+    monkeypatch.setattr(store, "load_resume", read_before_the_message)
+    run_until_idle(registry, store=store, clock=clock)
+    info = handle.info()
+    assert (info.status, info.result) == ("completed", "late")
+    assert not stale  # the stale read did happen

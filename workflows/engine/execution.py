@@ -90,6 +90,7 @@ class Execution:
         on_commit: Callable[[Commit], None] | None = None,
         sync_step_runner: SyncStepRunner = run_sync_step,
         dry_run: bool = False,
+        messages: list[MessageRecord] | None = None,
     ) -> None:
         self.run = run
         self.definition = definition
@@ -112,6 +113,12 @@ class Execution:
         self._rollback_failures: list[dict[str, Any]] = []
         self._on_commit = on_commit
         self._pipeline: CommitPipeline | None = None
+        # The run's unconsumed messages as read with its history (None: not read): a message read
+        # before this execution's first commit (a wait the replay reaches at once, the common way
+        # a message wakes a run) uses them instead of asking the store. Only this execution
+        # consumes them (its lease), and a message that arrives after that read is not missed: a
+        # run that suspends to wait is woken again when one is already there.
+        self._resume_messages = messages
 
     # --- the whole execution ---------------------------------------------------------------------
 
@@ -222,9 +229,14 @@ class Execution:
                 clock=self.clock,
                 history=self.history,
                 state=self.state,
-                on_commit=self._on_commit,
+                on_commit=self._committed,
             )
         return self._pipeline
+
+    def _committed(self, commit: Commit) -> None:
+        self._resume_messages = None  # live work happened: later reads ask the store
+        if self._on_commit is not None:
+            self._on_commit(commit)
 
     @property
     def cancel_requested(self) -> bool:
@@ -268,6 +280,9 @@ class Execution:
     async def available_messages(self, queues: list[str] | None, limit: int) -> list[MessageRecord]:
         """The run's unconsumed messages on `queues` (a read inside the body: a store failure
         abandons the execution rather than failing the run)."""
+        if self._resume_messages is not None:  # read with the history, and nothing committed since
+            read, self._resume_messages = self._resume_messages, None
+            return [m for m in read if not queues or m.queue in queues][:limit]
         try:
             return await self.store.aavailable_messages(self.run.id, queues, limit)
         except StoreUnavailable as exc:

@@ -263,7 +263,7 @@ class Runner:
                 lost_at=run.lease_lapsed_at,
                 now=self.clock.now(),
             )
-        history = [] if run.fresh else await self.store.aload_history(run.id)
+        history, messages = ([], None) if run.fresh else await self.store.aload_resume(run.id)
         execution = Execution(
             run=run,
             definition=self.registry.for_run(run.workflow, run.version),
@@ -274,6 +274,7 @@ class Runner:
             owner=self.owner,
             on_commit=lambda commit: self._on_commit(run, commit),
             sync_step_runner=defaults.sync_step_runner(),
+            messages=messages,
         )
         execution.interrupt_requested = self._stopping
         self._executions[run.id] = execution

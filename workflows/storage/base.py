@@ -130,6 +130,12 @@ class Store(ABC):
     def load_history(self, run_id: str) -> list[EntryRecord]:
         """Every current entry of the run, in one query."""
 
+    def load_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
+        """What a resumed execution reads first: the history and, where the store reads it in the
+        same round trip, the run's unconsumed messages, oldest first (None: not read; the
+        execution then asks `available_messages` when a wait needs them)."""
+        return self.load_history(run_id), None
+
     @abstractmethod
     def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
         """Write it all in one transaction, or nothing; raises LeaseLost when `owner` lost the run."""
@@ -311,6 +317,7 @@ class Store(ABC):
     arelease = _twin("release")
     arecover_cut_attempts = _twin("recover_cut_attempts")
     aload_history = _twin("load_history")
+    aload_resume = _twin("load_resume")
     acommit = _twin("commit")
     aavailable_messages = _twin("available_messages")
     asend = _twin("send")

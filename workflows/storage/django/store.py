@@ -73,6 +73,9 @@ from .schedules import DjangoSchedules
 
 logger = logging.getLogger(__name__)
 
+# Unconsumed messages read with a resumed run's history; a run with more reads them when it waits.
+RESUME_MESSAGES = 100
+
 
 class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     """With no `db_threads` its calls run in Django's sync thread (`sync_to_async`), sharing the
@@ -311,6 +314,21 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         if self._group is not None and groupable(commit):
             return await self._group.commit(run_id=run_id, owner=owner, commit=commit, now=now)
         return await self.run_sync(self.commit, run_id=run_id, owner=owner, commit=commit, now=now)
+
+    def load_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
+        """PostgreSQL: the history and the unconsumed messages (up to RESUME_MESSAGES; None when
+        there are more) in one round trip, both prepared statements sent in a pipeline."""
+        if not sql.pg():
+            return self.load_history(run_id), None
+        rid = sql.rid(run_id)
+        messages = sql.select_available_messages(", ".join(MESSAGE_FIELDS), 0)
+        with hot_cursor() as history_cursor, hot_cursor() as message_cursor:
+            with connection.connection.pipeline():
+                history_cursor.execute(sql.SELECT_HISTORY.format(columns=", ".join(ENTRY_FIELDS)), [rid])
+                message_cursor.execute(messages, [rid, RESUME_MESSAGES + 1])
+            history = [entry_from_row(row) for row in history_cursor.fetchall()]
+            unconsumed = [message_from_row(row) for row in message_cursor.fetchall()]
+        return history, (unconsumed if len(unconsumed) <= RESUME_MESSAGES else None)
 
     def available_messages(self, run_id: str, queues: list[str] | None, limit: int) -> list[MessageRecord]:
         """One prepared statement (one per number of queues): a resumed wait reads it."""
