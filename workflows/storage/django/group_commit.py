@@ -75,7 +75,6 @@ class GroupCommits:
         self._queue: deque[_Queued] = deque()  # appended on the loop, taken by threads: thread-safe
         self._lock = threading.Lock()
         self._unstarted = 0  # jobs handed to the threads that have not started taking commits
-        self._jobs: set[asyncio.Future[Any]] = set()
         self.largest_batch = 0  # the most commits one statement carried (tests, benchmarks)
         self.commits = 0  # commits written through the queue
         self.statements = 0  # ... in this many statements
@@ -88,10 +87,8 @@ class GroupCommits:
             start = self._unstarted == 0
             if start:
                 self._unstarted += 1
-        if start:
-            job = asyncio.ensure_future(self._run_sync(self._write_queued))
-            self._jobs.add(job)
-            job.add_done_callback(self._jobs.discard)
+        if start:  # the job settles every commit it takes (ours, and any queued by then)
+            await self._run_sync(self._write_queued)
         return await queued.future
 
     def _write_queued(self) -> None:
