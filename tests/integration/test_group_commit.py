@@ -185,3 +185,16 @@ def test_a_group_refused_before_the_server_saw_it_is_sent_again_commit_by_commit
     _store, results = run_in_store(go)
     assert all(not isinstance(r, BaseException) for r in results), results
     assert Entry.objects.filter(run_id__in=runs).count() == 3
+
+
+def test_a_commit_after_the_store_closed_fails_instead_of_hanging():
+    [run_id] = claimed_runs(1)
+
+    async def go():
+        store = DjangoStore(db_threads=THREADS)
+        store.close()
+        with pytest.raises(StoreUnavailable):
+            await asyncio.wait_for(store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now()), 10)
+
+    asyncio.run(go())
+    assert not Entry.objects.filter(run_id=run_id).exists()

@@ -2,9 +2,10 @@
 as one statement (`writes.commit_group`): one round trip, one transaction, one WAL flush, each
 run's writes still fenced by its own lease.
 
-Nothing waits to fill a batch. A queued commit hands a job to the store's database threads at
-once unless a job is already waiting to start (that one will take it); a job takes every commit
-queued by the time a thread runs it. So a lone commit (an idle runner) goes out as before, with
+Nothing waits to fill a batch. A queued commit hands a job to the store's database threads at the
+end of the event loop's turn (so commits made ready in the same turn join it) unless a job is
+already waiting to start (that one will take it); a job takes every commit queued by the time a
+thread runs it. So a lone commit (an idle runner) goes out as before, with
 no added latency, while a busy runner, whose threads are all writing, sends the commits that
 queued up meanwhile together, and pays one thread hop per statement rather than per commit.
 
@@ -23,7 +24,7 @@ import asyncio
 import datetime as dt
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +36,6 @@ from . import writes
 from .reconnect import drop_connection, reconnecting
 
 MAX_BATCH = 32  # commits per statement: bounds its size (about 30 parameters each)
-
-RunSync = Callable[..., Awaitable[Any]]
 
 
 def groupable(commit: Commit) -> bool:
@@ -69,8 +68,10 @@ def _settle(future: asyncio.Future[CommitResult], outcome: CommitResult | BaseEx
 class GroupCommits:
     """The store's queue of groupable commits (one per store, shared by its database threads)."""
 
-    def __init__(self, run_sync: RunSync, alone: Callable[..., CommitResult]) -> None:
-        self._run_sync = run_sync  # runs a function in one of the store's database threads
+    def __init__(
+        self, submit: Callable[[Callable[[], None]], Any], alone: Callable[..., CommitResult]
+    ) -> None:
+        self._submit = submit  # hands a function to one of the store's database threads
         self._alone = alone  # the store's own commit: one commit, one statement
         self._queue: deque[_Queued] = deque()  # appended on the loop, taken by threads: thread-safe
         self._lock = threading.Lock()
@@ -87,30 +88,44 @@ class GroupCommits:
             start = self._unstarted == 0
             if start:
                 self._unstarted += 1
-        if start:  # the job settles every commit it takes (ours, and any queued by then)
-            await self._run_sync(self._write_queued)
+        if start:  # at the end of this turn of the loop: commits made ready in it join ours
+            loop.call_soon(self._start_job)
         return await queued.future
 
-    def _write_queued(self) -> None:
-        """In a database thread: write what is queued now; never raises (each outcome goes to
-        its own waiter)."""
-        with self._lock:  # from here on, a commit queued later starts a job of its own
-            self._unstarted -= 1
+    def _start_job(self) -> None:
+        try:
+            self._submit(self._write_queued)
+        except RuntimeError as exc:  # the store is closed: its threads take nothing more
+            with self._lock:
+                self._unstarted -= 1
+            for queued in self._take():
+                queued.settle(StoreUnavailable(f"the store is closed: {exc}"))
+
+    def _take(self) -> list[_Queued]:
         batch: list[_Queued] = []
         while len(batch) < MAX_BATCH:
             try:
                 batch.append(self._queue.popleft())
             except IndexError:
                 break
+        return batch
+
+    def _write_queued(self) -> None:
+        """In a database thread: write what is queued now; never raises (each outcome goes to
+        its own waiter)."""
+        with self._lock:  # from here on, a commit queued later starts a job of its own
+            self._unstarted -= 1
+        batch = self._take()
         if not batch:
             return
         self.largest_batch = max(self.largest_batch, len(batch))
         self.commits += len(batch)
         self.statements += 1
-        if len(batch) == 1:
-            outcomes = [self._write_alone(batch[0])]
-        else:
-            outcomes = self._write_together(batch)
+        outcomes: list[CommitResult | BaseException]
+        try:
+            outcomes = [self._write_alone(batch[0])] if len(batch) == 1 else self._write_together(batch)
+        except BaseException as exc:  # a bug of ours: its waiters hear of it rather than hang
+            outcomes = [exc] * len(batch)
         for queued, outcome in zip(batch, outcomes, strict=True):
             queued.settle(outcome)
 

@@ -92,7 +92,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             self._executor = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="workflows-db")
         self._group: GroupCommits | None = None
         if self._executor is not None and connection.vendor == "postgresql" and _group_commit_enabled():
-            self._group = GroupCommits(self.run_sync, self.commit)
+            self._group = GroupCommits(self._executor.submit, self.commit)
 
     async def run_sync(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self._executor is None:
