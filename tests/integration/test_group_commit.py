@@ -14,7 +14,7 @@ from django.db import IntegrityError, OperationalError, connection
 from workflows.core.exceptions import LeaseLost, StoreUnavailable
 from workflows.core.records import AttemptWrite, Commit, EntryWrite, Transition
 from workflows.models import Entry, Run
-from workflows.storage.django import DjangoStore, writes
+from workflows.storage.django import DjangoStore, group_commit, writes
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),  # the store's threads must see the rows
@@ -198,3 +198,20 @@ def test_a_commit_after_the_store_closed_fails_instead_of_hanging():
 
     asyncio.run(go())
     assert not Entry.objects.filter(run_id=run_id).exists()
+
+
+def test_more_commits_than_one_statement_takes_all_land(monkeypatch):
+    """A job takes at most MAX_BATCH commits; the rest get a job of their own, even when no
+    further commit comes to start one."""
+    monkeypatch.setattr(group_commit, "MAX_BATCH", 4)
+    runs = claimed_runs(10)
+
+    async def go(store):
+        return await asyncio.wait_for(
+            _commit_while_threads_busy(store, [(r, "a", a_step(0)) for r in runs]), 30
+        )
+
+    store, results = run_in_store(go)
+    assert all(not isinstance(r, BaseException) for r in results), results
+    assert store._group.largest_batch == 4 and store._group.statements >= 3
+    assert Entry.objects.filter(run_id__in=runs).count() == 10

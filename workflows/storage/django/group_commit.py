@@ -5,17 +5,17 @@ run's writes still fenced by its own lease.
 Nothing waits to fill a batch. A queued commit hands a job to the store's database threads at the
 end of the event loop's turn (so commits made ready in the same turn join it) unless a job is
 already waiting to start (that one will take it); a job takes every commit queued by the time a
-thread runs it. So a lone commit (an idle runner) goes out as before, with
-no added latency, while a busy runner, whose threads are all writing, sends the commits that
-queued up meanwhile together, and pays one thread hop per statement rather than per commit.
+thread runs it. So a lone commit (an idle runner) goes out as before, with no added latency,
+while a busy runner, whose threads are all writing, sends the commits that queued up meanwhile
+together, and pays one thread hop per statement rather than per commit.
 
 Only the common commit is grouped: one step's entry and attempt, state and events, no transition
 (run ends and suspensions free concurrency-group slots, which must not share a statement). If the
-grouped statement fails (a deadlock, a constraint an entry breaks), nothing of it was written and
-each commit is sent again alone, so one run's failure never becomes another's; when the
-connection fails under it (the outcome unknown), every waiter gets StoreUnavailable, as a lone
-commit would. Written by hand:
-this is the engine's commit protocol, which no library knows.
+server refuses the grouped statement (a constraint an entry breaks), nothing of it was written
+and each commit is sent again alone, so one run's failure never becomes another's; when the
+connection fails under it, or a deadlock ends it (its outcome unknown to us), every waiter gets
+StoreUnavailable, as a lone commit would, and re-reads its history. Written by hand: this is the
+engine's commit protocol, which no library knows.
 """
 
 from __future__ import annotations
@@ -84,13 +84,17 @@ class GroupCommits:
         loop = asyncio.get_running_loop()
         queued = _Queued(run_id, owner, commit, now, loop, loop.create_future())
         self._queue.append(queued)
-        with self._lock:  # a job not yet started will take it; else start one
-            start = self._unstarted == 0
-            if start:
-                self._unstarted += 1
-        if start:  # at the end of this turn of the loop: commits made ready in it join ours
+        if self._job_needed():  # at the end of this turn of the loop: commits made ready in it join
             loop.call_soon(self._start_job)
         return await queued.future
+
+    def _job_needed(self) -> bool:
+        """True (and counted) when no job is waiting to start: a waiting one takes what is queued."""
+        with self._lock:
+            if self._unstarted:
+                return False
+            self._unstarted += 1
+            return True
 
     def _start_job(self) -> None:
         try:
@@ -98,8 +102,9 @@ class GroupCommits:
         except RuntimeError as exc:  # the store is closed: its threads take nothing more
             with self._lock:
                 self._unstarted -= 1
-            for queued in self._take():
-                queued.settle(StoreUnavailable(f"the store is closed: {exc}"))
+            while batch := self._take():
+                for queued in batch:
+                    queued.settle(StoreUnavailable(f"the store is closed: {exc}"))
 
     def _take(self) -> list[_Queued]:
         batch: list[_Queued] = []
@@ -118,6 +123,8 @@ class GroupCommits:
         batch = self._take()
         if not batch:
             return
+        if self._queue and self._job_needed():  # more than one statement's worth: the rest next
+            self._start_job()
         self.largest_batch = max(self.largest_batch, len(batch))
         self.commits += len(batch)
         self.statements += 1
