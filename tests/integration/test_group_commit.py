@@ -215,3 +215,26 @@ def test_more_commits_than_one_statement_takes_all_land(monkeypatch):
     assert all(not isinstance(r, BaseException) for r in results), results
     assert store._group.largest_batch == 4 and store._group.statements >= 3
     assert Entry.objects.filter(run_id__in=runs).count() == 10
+
+
+def test_commits_of_different_shapes_in_one_statement_each_get_their_own_outcome():
+    """A statement puts its commits in order of shape; each waiter still gets its own entry id."""
+    runs = claimed_runs(6)
+
+    def bare(position: int) -> Commit:
+        commit = a_step(position, output=f"bare {position}")
+        commit.events, commit.state = [], None
+        return commit
+
+    commits = [(r, "a", a_step(0, output=f"full {n}") if n % 2 else bare(0)) for n, r in enumerate(runs)]
+
+    async def go(store):
+        return await _commit_while_threads_busy(store, commits)
+
+    store, results = run_in_store(go)
+    assert store._group.largest_batch == 6
+    for n, (run_id, result) in enumerate(zip(runs, results, strict=True)):
+        [entry] = Entry.objects.filter(run_id=run_id)
+        assert result.entry_ids == [entry.id]
+        assert entry.output == (f"full {n}" if n % 2 else "bare 0")
+        assert Run.objects.get(id=run_id).state == ({"at": 0} if n % 2 else {})

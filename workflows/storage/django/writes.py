@@ -77,10 +77,14 @@ def commit_group(commits: list[tuple[str, str, Commit, dt.datetime]]) -> list[Co
     fenced run update, so a lost lease loses that commit only (its LeaseLost is returned, not
     raised). Any error (a constraint, a deadlock) rolls the whole statement back: nothing of it
     was written. Prepared like the single commit: a busy runner repeats a few shapes."""
+    # In order of shape, so that batches of the same shapes are the same text (one prepared
+    # statement each) whatever order their commits came in.
+    order = sorted(range(len(commits)), key=lambda i: _shape(commits[i][2]))
     ctes: list[str] = []
     params: list[Any] = []
     selects: list[str] = []
-    for n, (run_id, owner, commit, now) in enumerate(commits):
+    for n, i in enumerate(order):
+        run_id, owner, commit, now = commits[i]
         more_ctes, more_params, more_selects = _statement_parts(run_id, owner, commit, now, str(n))
         ctes += more_ctes
         params += more_params
@@ -88,10 +92,27 @@ def commit_group(commits: list[tuple[str, str, Commit, dt.datetime]]) -> list[Co
     with hot_cursor() as cursor:
         cursor.execute(f"WITH {', '.join(ctes)} SELECT {', '.join(selects)}", params)
         row = cursor.fetchone()
-    return [
-        _outcome(run_id, owner, commit, row[3 * n : 3 * n + 3])
-        for n, (run_id, owner, commit, _now) in enumerate(commits)
-    ]
+    outcomes: list[CommitResult | LeaseLost] = [LeaseLost("not written")] * len(commits)
+    for n, i in enumerate(order):
+        run_id, owner, commit, _now = commits[i]
+        outcomes[i] = _outcome(run_id, owner, commit, row[3 * n : 3 * n + 3])
+    return outcomes
+
+
+def _shape(commit: Commit) -> tuple[Any, ...]:
+    """What decides the text of a commit's part of a statement (see `_statement_parts`)."""
+    write, attempt = commit.entries[0] if commit.entries else (None, None)
+    return (
+        commit.state is not None,
+        write is None,
+        write is not None and write.id is not None,
+        attempt is not None,
+        len(write.consumes) if write is not None else 0,
+        bool(commit.complete),
+        len(sql.event_rows(commit)),
+        commit.transition is not None and commit.transition.status in TERMINAL,
+        commit.transition is not None,
+    )
 
 
 def _outcome(run_id: str, owner: str, commit: Commit, row: Any) -> CommitResult | LeaseLost:
