@@ -36,6 +36,8 @@ never meet Django's; the project in a Django child process):
   WAL records, via pg_walinspect; the server-wide `pg_current_wal_lsn()` difference too), tuple
   writes and index insertions (`pg_stat_user_tables`), as (window of n 10-step runs - window of n
   0-step runs) / 10n; per 0-step run as (0-step window - an empty window) / n. See bench/_sbs_pg.py.
+- group commit: the project's runners log at stop how many step commits their stores wrote in how
+  many statements (several runs' commits share one when ready together); the details print it.
 Progress goes to stderr, the tables to stdout.
 """
 
