@@ -22,7 +22,15 @@ START_TIMEOUT = 120.0  # seconds: a runner process to import Django and log "sta
 class RunnerProcess:
     """One `runworkflows` process (or the counting wrapper around the same command)."""
 
-    def __init__(self, db: str, name: str, *, concurrency: int = 20, counting: bool = False) -> None:
+    def __init__(
+        self,
+        db: str,
+        name: str,
+        *,
+        concurrency: int = 20,
+        counting: bool = False,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
         BENCH_VAR.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.log_path = BENCH_VAR / f"{db}-{name}.log"
@@ -31,6 +39,9 @@ class RunnerProcess:
         env = bench_env(db)
         env["BENCH_COUNTS_PATH"] = str(self.counts_path)
         script = ["bench/_counting_runner.py"] if counting else ["manage.py", "runworkflows"]
+        if settings is not None:  # WORKFLOWS keys overridden for this runner only
+            env["BENCH_WORKFLOWS"] = json.dumps(settings)
+            script = ["bench/_runner_with.py"]
         self._terminated = False
         self._log = open(self.log_path, "w")  # closed in stop()
         self.proc = subprocess.Popen(

@@ -78,3 +78,18 @@ def test_claims_bench__small_sqlite_run_prints_every_situation(tmp_path):
     once = figures.pop("set aside once")
     assert once["claims"] >= 1
     assert len(figures) == 7 and all(f["n"] == 10 for f in figures.values())
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")),
+    reason="bench/hot_path.py measures PostgreSQL's hot path (run with the PostgreSQL suite)",
+)
+def test_hot_path_bench__quick_run_prints_each_change_on_and_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_PG_DATABASE", "bench_hot_path_smoke")  # never the one people bench in
+    done = run_bench(tmp_path, "hot_path.py", "--quick")
+    for label in ("a step's commit", "a run read", "a 10-step history read", "through the group queue"):
+        assert label in done.stdout, done.stdout
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("| on |", "| off |"))]
+    assert len(rows) == 2, done.stdout
+    assert "per statement" in done.stdout

@@ -1,0 +1,230 @@
+"""The hot-path changes of issue 10, each measured on and off, interleaved in one invocation on
+PostgreSQL (its own database `bench_hot_path`, created and dropped here). Prints figures; never a
+timed test.
+
+    .venv/bin/python bench/hot_path.py                 # about 2 minutes on 2 cores
+    .venv/bin/python bench/hot_path.py --quick         # a smoke run, not figures to quote
+
+1. Prepared statements (WORKFLOWS["PREPARED_STATEMENTS"]): a step's commit, a run read and a
+   history read through the real DjangoStore in this process, alternately with the setting on and
+   off (one call each in turn), median ms per call.
+2. Group commit, a lone commit (WORKFLOWS["GROUP_COMMIT"]): one step commit at a time through a
+   runner's store (database threads) with the group queue and through one without, alternately:
+   what the queue costs when there is nothing to group.
+3. Group commit under load: N runs x 10 steps drained by 2 `runworkflows --concurrency 20`
+   processes, the setting on and off in alternate rounds: steps/s (from the steps' own
+   timestamps), the runners' CPU per step, and how many step commits went per statement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make `bench` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+os.environ.setdefault("BENCH_PG_DATABASE", "bench_hot_path")
+
+from bench._common import bench_env, progress, setup_django
+from bench._db import create_database, drop_database
+
+FULL = {"calls": 500, "runs": 1000, "rounds": 2}
+QUICK = {"calls": 40, "runs": 60, "rounds": 1}
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _step(position: int) -> Any:
+    from workflows.core.records import AttemptWrite, Commit, EntryWrite
+
+    entry = EntryWrite(
+        id=None, scope="", position=position, name=f"s{position}", kind="step", status="completed",
+        output=position, attempts=1,
+    )  # fmt: skip
+    return Commit(
+        entries=[(entry, AttemptWrite(number=1, started_at=_now(), finished_at=_now(), outcome="ok"))]
+    )
+
+
+def _claimed(n: int, prefix: str) -> list[Any]:
+    from workflows.storage.django import DjangoStore
+
+    store = DjangoStore()
+    for i in range(n):
+        store.get_or_create_run(
+            workflow="bench_ten", key=[prefix, str(i)], version="1", initial_state={}, now=_now()
+        )
+    return store.claim(owner="bench", workflows=["bench_ten"], limit=n, lease_seconds=600, now=_now())
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples[len(samples) // 10 :]) * 1000  # the first tenth warms up
+
+
+def prepared(calls: int) -> dict[str, dict[str, float]]:
+    from django.conf import settings
+
+    from workflows.storage.django import DjangoStore
+
+    store = DjangoStore()
+    runs = {True: _claimed(2, "prepared-on"), False: _claimed(2, "prepared-off")}
+    for on in (True, False):  # the second run of each has a 10-step history to read
+        for position in range(10):
+            store.commit(run_id=runs[on][1].id, owner="bench", commit=_step(position), now=_now())
+    times: dict[str, dict[bool, list[float]]] = {
+        k: {True: [], False: []} for k in ("a step's commit", "a run read", "a 10-step history read")
+    }
+    base = dict(settings.WORKFLOWS)
+    try:
+        for position in range(calls):
+            for on in (True, False):
+                settings.WORKFLOWS = {**base, "PREPARED_STATEMENTS": on}
+                run, read = runs[on]
+                calls_now = {
+                    "a step's commit": lambda r=run, p=position: store.commit(
+                        run_id=r.id, owner="bench", commit=_step(p), now=_now()
+                    ),
+                    "a run read": lambda r=run: store.get_run(r.id),
+                    "a 10-step history read": lambda r=read: store.load_history(r.id),
+                }
+                for name, call in calls_now.items():
+                    t0 = time.perf_counter()
+                    call()
+                    times[name][on].append(time.perf_counter() - t0)
+    finally:
+        settings.WORKFLOWS = base
+    return {name: {"on": _median_ms(t[True]), "off": _median_ms(t[False])} for name, t in times.items()}
+
+
+async def _lone_commits(calls: int, runs: list[Any]) -> dict[str, float]:
+    from workflows.storage.django import DjangoStore
+
+    grouped, plain = DjangoStore(db_threads=4), DjangoStore(db_threads=4)
+    plain._group = None  # this one commits as without group commit
+    times: dict[str, list[float]] = {"group queue": [], "direct": []}
+    try:
+        for position in range(calls):
+            for label, store, run in (("group queue", grouped, runs[0]), ("direct", plain, runs[1])):
+                t0 = time.perf_counter()
+                await store.acommit(run_id=run.id, owner="bench", commit=_step(position), now=_now())
+                times[label].append(time.perf_counter() - t0)
+    finally:
+        grouped.close()
+        plain.close()
+    return {label: _median_ms(t) for label, t in times.items()}
+
+
+def lone_commits(calls: int) -> dict[str, float]:
+    from bench._inprocess import _in_loop
+
+    return _in_loop(_lone_commits(calls, _claimed(2, "lone")))
+
+
+def under_load(runs: int, rounds: int) -> list[dict[str, Any]]:
+    from bench._db import create_pending_runs, reset_tables
+    from bench._procs import RunnerProcess, group_commit_figures, throughput_figures
+    from bench._sbs_pg import wait_count
+    from workflows.models import Run
+
+    out = []
+    for round_ in range(rounds):
+        for on in (True, False):
+            reset_tables()
+            label = "on" if on else "off"
+            progress(f"group commit {label}: {runs} x 10 steps, 2 runner processes (round {round_ + 1})")
+            runners = [
+                RunnerProcess("postgres", f"hot-{label}-{i}", settings={"GROUP_COMMIT": on}) for i in range(2)
+            ]
+            try:
+                for r in runners:
+                    r.wait_started()
+                time.sleep(0.5)  # their LISTEN connections are up
+                cpu0 = sum(r.cpu_seconds() for r in runners)
+                t0 = time.monotonic()
+                create_pending_runs("bench_ten", [[f"load-{i}"] for i in range(runs)])
+                wait_count(lambda: Run.objects.filter(status="completed").count(), runs, what="the runs")
+                wall = time.monotonic() - t0
+                cpu = sum(r.cpu_seconds() for r in runners) - cpu0
+            finally:
+                for r in runners:
+                    r.terminate()
+                for r in runners:
+                    r.stop()
+            figures = throughput_figures(2, runs, wall, cpu)
+            figures["group_commit"] = group_commit_figures(runners)
+            figures["setting"] = label
+            out.append(figures)
+    return out
+
+
+def report(results: dict[str, Any], args: argparse.Namespace) -> str:
+    lines = [
+        f"Hot path on and off (issue 10), PostgreSQL; date {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; "
+        f"load average at start {results['load_start']}, at end {results['load_end']}",
+        "",
+        "| prepared statements, median ms per call | on | off | on / off |",
+        "|---|---|---|---|",
+    ]
+    for name, figure in results["prepared"].items():
+        lines.append(
+            f"| {name} | {figure['on']:.3f} | {figure['off']:.3f} | {figure['on'] / figure['off']:.2f} |"
+        )
+    lone = results["lone"]
+    lines += [
+        "",
+        f"lone step commit through a runner's store, median: through the group queue {lone['group queue']:.3f} ms, "
+        f"direct {lone['direct']:.3f} ms",
+        "",
+        "| group commit under load | steps/s | runner CPU ms/step | step commits per statement |",
+        "|---|---|---|---|",
+    ]
+    for figures in results["load"]:
+        grouped = figures["group_commit"]
+        per = f"{grouped['commits'] / grouped['statements']:.1f}" if grouped["statements"] else "1 (off)"
+        lines.append(
+            f"| {figures['setting']} | {figures['steps_per_s']:,.0f} | "
+            f"{figures['runner_cpu_ms_per_step']:.3f} | {per} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not figures to quote")
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
+    create_database("postgres")
+    try:
+        os.environ.update(bench_env("postgres"))
+        setup_django()
+        results: dict[str, Any] = {"load_start": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+        progress("prepared statements on and off")
+        results["prepared"] = prepared(sizes["calls"])
+        progress("a lone commit through the group queue and directly")
+        results["lone"] = lone_commits(sizes["calls"])
+        results["load"] = under_load(sizes["runs"], sizes["rounds"])
+        results["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        from django.db import connections
+
+        connections.close_all()
+        close_pool = getattr(connections["default"], "close_pool", None)
+        if close_pool is not None:
+            close_pool()
+    finally:
+        drop_database("postgres")
+    print(report(results, args))
+
+
+if __name__ == "__main__":
+    main()
