@@ -105,3 +105,13 @@ def test_off_prepares_nothing(settings):
     settings.WORKFLOWS = {**settings.WORKFLOWS, "PREPARED_STATEMENTS": False}
     run_three_steps(DjangoStore(), "off")
     assert prepared() == []
+
+
+def test_off_the_resume_read_still_reads_both_in_one_go(settings):
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "PREPARED_STATEMENTS": False}
+    store = DjangoStore()
+    run_id = run_three_steps(store, "off-resume")
+    history, messages = store.load_resume(run_id)
+    assert history == store.load_history(run_id) and len(history) == 3
+    assert messages == []
+    assert prepared() == []
