@@ -115,3 +115,18 @@ def test_off_the_resume_read_still_reads_both_in_one_go(settings):
     assert history == store.load_history(run_id) and len(history) == 3
     assert messages == []
     assert prepared() == []
+
+
+def test_statements_are_parsed_once_and_an_incompatible_psycopg_falls_back():
+    from psycopg import _queries
+
+    from workflows.storage.django import prepared as prepared_module
+
+    assert prepared_module._cursor_class()._query_cls.__name__ == "ParsedOnce"
+
+    class Changed(_queries.PostgresQuery):  # as if a psycopg upgrade renamed what it leans on
+        def convert(self, query, vars):
+            raise AttributeError("_want_formats")
+
+    assert not prepared_module._converts(Changed)
+    assert prepared_module._converts(_queries.PostgresQuery)

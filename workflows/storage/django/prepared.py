@@ -87,7 +87,7 @@ def _cursor_class() -> type:
     class PreparingCursor(server_binding):
         """Binds on the server and prepares every statement it executes."""
 
-        _query_cls = ParsedOnce
+        _query_cls = ParsedOnce if _converts(ParsedOnce) else _queries.PostgresQuery
 
         def execute(
             self, query: Any, params: Any = None, *, prepare: bool | None = None, **kwargs: Any
@@ -101,3 +101,16 @@ def _cursor_class() -> type:
             super()._send_query_prepared(name, pgq, **kwargs)
 
     return PreparingCursor
+
+
+def _converts(query_class: type) -> bool:
+    """Whether the parse-once query class works with the installed psycopg (it leans on private
+    names): if a psycopg upgrade changed them, psycopg's own class is used, only slower."""
+    from psycopg.adapt import Transformer
+
+    try:
+        query = query_class(Transformer())
+        query.convert("SELECT %s, %s", [1, "a"])
+        return bool(query.query == b"SELECT $1, $2" and query.params is not None and len(query.params) == 2)
+    except Exception:
+        return False
