@@ -348,3 +348,12 @@ def test_a_message_that_arrives_after_the_resume_read_still_reaches_the_wait(mon
     info = handle.info()
     assert (info.status, info.result) == ("completed", "late")
     assert not stale  # the stale read did happen
+
+
+def test_without_pipelines_a_resumed_run_reads_its_messages_when_it_waits(monkeypatch):
+    """A libpq older than 14 cannot pipeline: the history alone, as on SQLite."""
+    monkeypatch.setattr(store_module, "_pipelines", lambda: False)
+    store = DjangoStore()
+    run = make_run("no-pipeline")
+    history, messages = store.load_resume(run.id)
+    assert history == [] and messages is None

@@ -318,7 +318,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     def load_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
         """PostgreSQL: the history and the unconsumed messages (up to RESUME_MESSAGES; None when
         there are more) in one round trip, both prepared statements sent in a pipeline."""
-        if not sql.pg():
+        if not (sql.pg() and _pipelines()):
             return self.load_history(run_id), None
         rid = sql.rid(run_id)
         messages = sql.select_available_messages(", ".join(MESSAGE_FIELDS), 0)
@@ -438,3 +438,12 @@ def _claim(
 def _group_commit_enabled() -> bool:
     """`WORKFLOWS["GROUP_COMMIT"]`, default True (read here: `workflows.conf` imports the store)."""
     return bool(getattr(settings, "WORKFLOWS", {}).get("GROUP_COMMIT", True))
+
+
+@functools.cache
+def _pipelines() -> bool:
+    """Whether psycopg's libpq can send a pipeline (libpq 14+; psycopg[binary] bundles one, a
+    system libpq may be older): without, a resumed run reads its messages when it waits."""
+    import psycopg
+
+    return bool(psycopg.Pipeline.is_supported())
