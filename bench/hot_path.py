@@ -11,7 +11,9 @@ timed test.
 2. Group commit, a lone commit (WORKFLOWS["GROUP_COMMIT"]): one step commit at a time through a
    runner's store (database threads) with the group queue and through one without, alternately:
    what the queue costs when there is nothing to group.
-3. Group commit under load: N runs x 10 steps drained by 2 `runworkflows --concurrency 20`
+3. The hop to a database thread: `SELECT 1` from the event loop through the store's thread, and on
+   psycopg's async connection (no hop), alternately: the cost of a direction not taken yet.
+4. Group commit under load: N runs x 10 steps drained by 2 `runworkflows --concurrency 20`
    processes, the setting on and off in alternate rounds: steps/s (from the steps' own
    timestamps), the runners' CPU per step, and how many step commits went per statement.
 """
@@ -129,6 +131,44 @@ def lone_commits(calls: int) -> dict[str, float]:
     return _in_loop(_lone_commits(calls, _claimed(2, "lone")))
 
 
+async def _hops(calls: int) -> dict[str, float]:
+    import psycopg
+    from django.db import connection
+
+    from workflows.storage.django import DjangoStore
+    from workflows.storage.django.notify import _libpq_params
+
+    store = DjangoStore(db_threads=1)
+
+    def select_one() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+
+    params = await store.run_sync(_libpq_params)
+    times: dict[str, list[float]] = {"through a database thread": [], "psycopg's async connection": []}
+    async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as aconn:
+        try:
+            for _ in range(calls):
+                t0 = time.perf_counter()
+                await store.run_sync(select_one)
+                times["through a database thread"].append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                await aconn.execute("SELECT 1")
+                times["psycopg's async connection"].append(time.perf_counter() - t0)
+        finally:
+            store.close()
+    return {label: _median_ms(t) for label, t in times.items()}
+
+
+def hops(calls: int) -> dict[str, float]:
+    """`SELECT 1` from the event loop, as the runner sends every statement (a hop to one of the
+    store's database threads and back) and on psycopg's async connection (no hop): what the hop
+    costs, for the direction not taken yet."""
+    from bench._inprocess import _in_loop
+
+    return _in_loop(_hops(calls))
+
+
 def under_load(runs: int, rounds: int) -> list[dict[str, Any]]:
     from bench._db import create_pending_runs, reset_tables
     from bench._procs import RunnerProcess, group_commit_figures, throughput_figures
@@ -184,6 +224,9 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
         f"lone step commit through a runner's store, median: through the group queue {lone['group queue']:.3f} ms, "
         f"direct {lone['direct']:.3f} ms",
         "",
+        "SELECT 1 from the event loop, median: "
+        + ", ".join(f"{label} {ms:.3f} ms" for label, ms in results["hops"].items()),
+        "",
         "| group commit under load | steps/s | runner CPU ms/step | step commits per statement |",
         "|---|---|---|---|",
     ]
@@ -213,6 +256,8 @@ def main() -> None:
         results["prepared"] = prepared(sizes["calls"])
         progress("a lone commit through the group queue and directly")
         results["lone"] = lone_commits(sizes["calls"])
+        progress("SELECT 1 through a database thread and on an async connection")
+        results["hops"] = hops(sizes["calls"])
         results["load"] = under_load(sizes["runs"], sizes["rounds"])
         results["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         from django.db import connections
