@@ -23,8 +23,10 @@ SELECT_HISTORY = (
 )
 
 
+@cache
 def select_available_messages(columns: str, queues: int) -> str:
-    """A run's unconsumed messages, oldest first, of `queues` named queues (0: of every queue)."""
+    """A run's unconsumed messages, oldest first, of `queues` named queues (0: of every queue);
+    built once per number of queues."""
     of_queues = f" AND queue IN ({marks(queues)})" if queues else ""
     return (
         f"SELECT {columns} FROM workflows_message WHERE run_id = %s AND consumed_at IS NULL{of_queues}"

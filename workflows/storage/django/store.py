@@ -75,6 +75,9 @@ logger = logging.getLogger(__name__)
 
 # Unconsumed messages read with a resumed run's history; a run with more reads them when it waits.
 RESUME_MESSAGES = 100
+# The hot reads' texts, built once (not at every call).
+RUN_READ = sql.SELECT_RUN.format(columns=", ".join(RUN_COLUMNS))
+HISTORY_READ = sql.SELECT_HISTORY.format(columns=", ".join(ENTRY_FIELDS))
 
 
 class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
@@ -156,7 +159,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         except (ValidationError, ValueError, TypeError):  # not a UUID
             raise RunNotFound(f"no run with id {quoted(run_id)}") from None
         with hot_cursor() as cursor:
-            cursor.execute(sql.SELECT_RUN.format(columns=", ".join(RUN_COLUMNS)), [rid])
+            cursor.execute(RUN_READ, [rid])
             row = cursor.fetchone()
         if row is None:
             raise RunNotFound(f"no run with id {quoted(run_id)}")
@@ -302,7 +305,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     def load_history(self, run_id: str) -> list[EntryRecord]:
         """One prepared statement, no model instances: every resumed execution reads it."""
         with hot_cursor() as cursor:
-            cursor.execute(sql.SELECT_HISTORY.format(columns=", ".join(ENTRY_FIELDS)), [sql.rid(run_id)])
+            cursor.execute(HISTORY_READ, [sql.rid(run_id)])
             return [entry_from_row(row) for row in cursor.fetchall()]
 
     def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
@@ -324,7 +327,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         messages = sql.select_available_messages(", ".join(MESSAGE_FIELDS), 0)
         with hot_cursor() as history_cursor, hot_cursor() as message_cursor:
             with connection.connection.pipeline():
-                history_cursor.execute(sql.SELECT_HISTORY.format(columns=", ".join(ENTRY_FIELDS)), [rid])
+                history_cursor.execute(HISTORY_READ, [rid])
                 message_cursor.execute(messages, [rid, RESUME_MESSAGES + 1])
             history = [entry_from_row(row) for row in history_cursor.fetchall()]
             unconsumed = [message_from_row(row) for row in message_cursor.fetchall()]
