@@ -33,7 +33,7 @@ from django.db import InterfaceError, OperationalError
 from ...core.exceptions import StoreUnavailable
 from ...core.records import Commit, CommitResult
 from . import writes
-from .reconnect import drop_connection, reconnecting
+from .reconnect import reconnecting, unavailable
 
 MAX_BATCH = 32  # commits per statement: bounds its size (about 30 parameters each)
 
@@ -143,8 +143,7 @@ class GroupCommits:
             # The connection failed, or a deadlock: whether the statement landed may be unknown, so
             # nothing is sent again; each waiter abandons its execution, which reads its history
             # anew, as after any store failure.
-            failure = StoreUnavailable(f"the database failed: {exc}".strip())
-            drop_connection()
+            failure = unavailable(exc)
             return [failure for _ in batch]
         except Exception:  # refused by the server (a broken constraint), or a value refused while
             # building it: nothing was written; each alone, so a failure stays its own

@@ -22,10 +22,15 @@ def reconnecting(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except (OperationalError, InterfaceError) as exc:
-            drop_connection()
-            raise StoreUnavailable(f"the database failed: {exc}".strip()) from exc
+            raise unavailable(exc) from exc
 
     return call
+
+
+def unavailable(exc: Exception) -> StoreUnavailable:
+    """What an infrastructure error becomes: the connection dropped, StoreUnavailable said."""
+    drop_connection()
+    return StoreUnavailable(f"the database failed: {exc}".strip())
 
 
 def drop_connection() -> None:
