@@ -1,6 +1,10 @@
-"""Three real runner processes share one concurrency group of max 2: every run records when its
-work started and ended, and the peak overlap is exactly 2: never more (enforced in the database,
-across processes), and it did reach 2 (the limit is not a lock of one)."""
+"""Three real runner processes, each with room for one run, share one concurrency group of max 2:
+every run records when its work started and ended, and the peak overlap is exactly 2: never more
+(three processes had room for three, so the database is what holds them to two), and it did reach
+2, which one process of capacity 1 cannot do (the limit is not a lock of one, and the runs were
+shared between processes). Capacity 1 makes the sharing certain: with room for several, whichever
+process frees a slot may claim the next run before the others look, and one process may run them
+all."""
 
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ def test_three_runners__a_group_of_max_2_never_runs_3_at_once(runners, monkeypat
         "env",
         lambda env=runners.env: {**env(), "WORKFLOWS_REGISTRIES": "tests.acceptance.conc_flows.registry"},
     )
-    procs = [runners.start("--concurrency", "4") for _ in range(3)]
+    procs = [runners.start("--concurrency", "1") for _ in range(3)]
     wait_for(lambda: RunnerPresence.objects.count() == 3, timeout=30, what="three runners to register")
     client = registry.client("slot", store=DjangoStore())
     for i in range(RUNS):
