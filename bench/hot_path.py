@@ -16,6 +16,11 @@ timed test.
 4. Group commit under load: N runs x 10 steps drained by 2 `runworkflows --concurrency 20`
    processes, the setting on and off in alternate rounds: steps/s (from the steps' own
    timestamps), the runners' CPU per step, and how many step commits went per statement.
+5. A claim of 20 runs over a due backlog of 100, 1,000 and 10,000 runs of 3 workflows (analyzed,
+   the claimed runs put back untimed after each claim), three ways alternately: as before (one
+   ordered scan of every due run of the runner's workflows, commit waits for the disk), the
+   per-workflow pick with the commit waiting for the disk, and as now (the per-workflow pick, the
+   commit not waiting for the disk: `sql.LAZY_FLUSH`). Median ms per claim.
 """
 
 from __future__ import annotations
@@ -37,8 +42,9 @@ os.environ.setdefault("BENCH_PG_DATABASE", "bench_hot_path")
 from bench._common import bench_env, progress, setup_django
 from bench._db import create_database, drop_database
 
-FULL = {"calls": 500, "runs": 1000, "rounds": 2}
-QUICK = {"calls": 40, "runs": 60, "rounds": 1}
+FULL = {"calls": 500, "runs": 1000, "rounds": 2, "claims": 300, "backlogs": (100, 1000, 10000)}
+QUICK = {"calls": 40, "runs": 60, "rounds": 1, "claims": 20, "backlogs": (100,)}
+CLAIM_WORKFLOWS = ["bench_overhead", "bench_ten", "bench_waiter"]
 
 
 def _now() -> dt.datetime:
@@ -206,6 +212,57 @@ def under_load(runs: int, rounds: int) -> list[dict[str, Any]]:
     return out
 
 
+def claims(calls: int, backlogs: tuple[int, ...]) -> dict[int, dict[str, float]]:
+    """Median ms of `store._claim` (20 runs) over each due backlog, the three ways alternately."""
+    from django.db import connection
+
+    from bench._db import create_pending_runs, reset_tables
+    from workflows.core.records import LIVE
+    from workflows.storage.django import sql
+    from workflows.storage.django.store import _claim
+
+    lazy, eager = sql.LAZY_FLUSH, "(SELECT '') AS lazy_flush"
+    names = CLAIM_WORKFLOWS
+
+    def single_scan(now: dt.datetime) -> tuple[str, list[Any]]:  # the pick before
+        text = sql.CLAIM_DUE.format(names=sql.marks(len(names))) + " FOR UPDATE SKIP LOCKED"
+        return text, [sql.t(now), *LIVE, *names, 20]
+
+    ways = {
+        "one ordered scan, flush waited for": (single_scan, eager),
+        "per-workflow pick, flush waited for": (lambda now: sql.claim_due(names, 20, now), eager),
+        "per-workflow pick, lazy flush (now)": (lambda now: sql.claim_due(names, 20, now), lazy),
+    }
+    out: dict[int, dict[str, float]] = {}
+    try:
+        for backlog in backlogs:
+            reset_tables()
+            for i, name in enumerate(names):
+                share = backlog // len(names) + (1 if i < backlog % len(names) else 0)
+                create_pending_runs(name, [[f"claim-{i}-{j}"] for j in range(share)])
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE workflows_run")
+            times: dict[str, list[float]] = {label: [] for label in ways}
+            for i in range(calls * len(ways)):
+                label = list(ways)[i % len(ways)]
+                pick, sql.LAZY_FLUSH = ways[label][0](_now()), ways[label][1]
+                t0 = time.perf_counter()
+                rows = _claim(pick, sql.claim_lease("bench", _now() + dt.timedelta(seconds=600), _now()))
+                times[label].append(time.perf_counter() - t0)
+                if len(rows) != 20:
+                    raise RuntimeError(f"a claim over {backlog} due runs took {len(rows)}, not 20")
+                with connection.cursor() as cursor:  # back in line, at their old place
+                    cursor.execute(
+                        "UPDATE workflows_run SET status = 'pending', wake_at = created_at, lease_owner = ''"
+                        " WHERE id = ANY(%s)",
+                        [[row[0] for row in rows]],
+                    )
+            out[backlog] = {label: _median_ms(t) for label, t in times.items()}
+    finally:
+        sql.LAZY_FLUSH = lazy
+    return out
+
+
 def report(results: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         f"Hot path on and off (issue 10), PostgreSQL; date {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; "
@@ -237,6 +294,16 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
             f"| {figures['setting']} | {figures['steps_per_s']:,.0f} | "
             f"{figures['runner_cpu_ms_per_step']:.3f} | {per} |"
         )
+    ways = list(next(iter(results["claims"].values())))
+    lines += [
+        "",
+        "| claim of 20 runs, median ms | " + " | ".join(ways) + " |",
+        "|---|" + "---|" * len(ways),
+    ]
+    for backlog, figures in results["claims"].items():
+        lines.append(
+            f"| {backlog:,} due runs of 3 workflows | " + " | ".join(f"{figures[w]:.3f}" for w in ways) + " |"
+        )
     return "\n".join(lines)
 
 
@@ -258,6 +325,8 @@ def main() -> None:
         results["lone"] = lone_commits(sizes["calls"])
         progress("SELECT 1 through a database thread and on an async connection")
         results["hops"] = hops(sizes["calls"])
+        progress("claims over due backlogs, three ways")
+        results["claims"] = claims(sizes["claims"], sizes["backlogs"])
         results["load"] = under_load(sizes["runs"], sizes["rounds"])
         results["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         from django.db import connections

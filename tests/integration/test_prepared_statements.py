@@ -63,7 +63,7 @@ def test_hot_statements_are_prepared_once_and_reused():
     statements = prepared()
     # a run's creation, a claim, a step's commit and a run read: each prepared once, with the
     # parameters bound on the server ($1...), whatever the number of executions
-    for marker in ("INSERT INTO workflows_run", "FOR UPDATE SKIP LOCKED", "INSERT INTO workflows_attempt",
+    for marker in ("INSERT INTO workflows_run", "SKIP LOCKED", "INSERT INTO workflows_attempt",
                    "FROM workflows_run WHERE id = $1", "FROM workflows_entry WHERE run_id = $1",
                    "FROM workflows_message WHERE run_id = $1"):  # fmt: skip
         matching = [s for s in statements if marker in s]

@@ -400,13 +400,17 @@ def _claim(
     lock: list[str] | None = None,
     park: tuple[str, list[Any]] | None = None,
 ) -> list[Any]:
-    """Lease the runs `pick` selects (id and was-columns): rows of RUN_COLUMNS then the was-columns.
+    """Lease the runs `pick` selects (id and was-columns; on PostgreSQL it locks them, SKIP LOCKED):
+    rows of RUN_COLUMNS then the was-columns.
     With `lock` (PostgreSQL), first take those workflows' group lock in the same transaction;
-    `park` runs (in it) before the pick."""
+    `park` runs (in it) before the pick. On PostgreSQL the claim's commit does not wait for the
+    disk (`sql.LAZY_FLUSH` says why that is safe), unless the caller's transaction holds it: the
+    setting would last to the end of that transaction, and its other writes must wait."""
     due, due_params = pick
     statement, lease_params = lease
     columns = ", ".join("workflows_run." + c for c in RUN_COLUMNS)
     if sql.pg():
+        lazy = "" if connection.in_atomic_block else f", {sql.LAZY_FLUSH}"
         with contextlib.ExitStack() as stack:
             if lock:  # the claim's snapshot must be taken after the lock: a statement of its own
                 stack.enter_context(transaction.atomic())
@@ -416,7 +420,7 @@ def _claim(
             if park:
                 cursor.execute(*park)
             cursor.execute(
-                f"{statement} FROM ({due} FOR UPDATE SKIP LOCKED) AS claimed"
+                f"{statement} FROM ({due}) AS claimed{lazy}"
                 f" WHERE workflows_run.id = claimed.claim_id"
                 f" RETURNING {columns}, claimed.was_started, claimed.was_status, claimed.was_owner,"
                 f" claimed.was_due",

@@ -1,0 +1,137 @@
+"""The claim's pick over several workflows: claim order across them (priority, then due time),
+SKIP LOCKED that still finds `limit` runs past another claim's locks, racing claimers that never
+share a run, and (PostgreSQL) a claim commit that does not wait for the disk without leaving the
+connection that way for the commits after it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+import psycopg
+import pytest
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+
+from workflows.models import Run
+from workflows.storage.django import DjangoStore
+
+pytestmark = pytest.mark.django_db
+
+WORKFLOWS = ["wa", "wb", "wc"]
+pg_only = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="row locks and synchronous_commit are PostgreSQL's"
+)
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def make(workflow: str, key: str, *, due_ago: float, priority: int = 0) -> str:
+    run, _ = DjangoStore().get_or_create_run(
+        workflow=workflow, key=[key], version="v", initial_state={}, now=now(), priority=priority
+    )
+    Run.objects.filter(id=run.id).update(wake_at=now() - dt.timedelta(seconds=due_ago))
+    return run.id
+
+
+def claim(store: DjangoStore, limit: int, owner: str = "x") -> list[str]:
+    return [
+        r.id for r in store.claim(owner=owner, workflows=WORKFLOWS, limit=limit, lease_seconds=30, now=now())
+    ]
+
+
+def test_claim__across_workflows_takes_priority_first_then_the_longest_due():
+    runs = {
+        "c-old": make("wc", "old", due_ago=50),
+        "a-mid": make("wa", "mid", due_ago=30),
+        "b-vip": make("wb", "vip", due_ago=1, priority=5),
+        "b-older": make("wb", "older", due_ago=40),
+        "a-new": make("wa", "new", due_ago=10),
+        "c-vip": make("wc", "vip", due_ago=2, priority=5),
+    }
+    make("other", "not-served", due_ago=100, priority=9)
+    Run.objects.filter(id=runs["a-new"]).update(wake_at=now() + dt.timedelta(hours=1))  # not due
+    store = DjangoStore()
+    names = {run_id: name for name, run_id in runs.items()}
+    assert [names[r] for r in claim(store, 3)] == ["c-vip", "b-vip", "c-old"]
+    assert [names[r] for r in claim(store, 3)] == ["b-older", "a-mid"]
+    assert claim(store, 3) == []
+
+
+@pg_only
+@pytest.mark.django_db(transaction=True)
+def test_claim__skips_the_runs_another_claim_has_locked_and_still_takes_its_limit():
+    ordered = [make(WORKFLOWS[i % 3], f"r{i}", due_ago=100 - i) for i in range(6)]
+    with psycopg.connect(**_libpq(), autocommit=False) as other:
+        other.execute(
+            "SELECT id FROM workflows_run WHERE id = ANY(%s) FOR UPDATE", [[*map(_uuid, ordered[:2])]]
+        )  # another runner's claim, in progress on the first two in line
+        assert claim(DjangoStore(), 2) == ordered[2:4]
+        other.rollback()
+    assert claim(DjangoStore(), 5) == ordered[:2] + ordered[4:]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_claim__racing_claimers_over_several_workflows_never_share_a_run():
+    for i in range(60):
+        make(WORKFLOWS[i % 3], f"r{i}", due_ago=i)
+    results: dict[str, list[str]] = {}
+
+    def claim_all(owner: str) -> None:
+        got: list[str] = []
+        try:
+            store = DjangoStore()
+            while batch := claim(store, 4, owner):
+                got += batch
+        finally:
+            connections.close_all()
+        results[owner] = got
+
+    threads = [threading.Thread(target=claim_all, args=(f"o{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    every = [run_id for got in results.values() for run_id in got]
+    assert len(every) == 60 and len(set(every)) == 60
+    assert set(Run.objects.values_list("lease_owner", flat=True)) <= set(results)
+
+
+def synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        return cursor.fetchone()[0]
+
+
+@pg_only
+@pytest.mark.django_db(transaction=True)
+def test_claim__does_not_wait_for_the_disk_and_leaves_later_commits_waiting_for_it():
+    make("wa", "one", due_ago=1)
+    assert synchronous_commit() == "on"  # the server's default, which the claim must not change
+    with CaptureQueriesContext(connection) as seen:
+        assert len(claim(DjangoStore(), 1)) == 1
+    assert "set_config('synchronous_commit', 'off', true)" in seen.captured_queries[-1]["sql"]
+    assert synchronous_commit() == "on"  # only the claim's own transaction did not wait
+
+
+@pg_only
+def test_claim__inside_a_callers_transaction_leaves_its_commit_waiting_for_the_disk():
+    make("wa", "one", due_ago=1)
+    assert connection.in_atomic_block  # the test's transaction, as a caller's atomic block
+    assert len(claim(DjangoStore(), 1)) == 1
+    assert synchronous_commit() == "on"  # the claim did not make the caller's transaction lazy
+
+
+def _uuid(run_id: str) -> str:
+    return str(Run._meta.pk.to_python(run_id))
+
+
+def _libpq() -> dict[str, object]:
+    settings = connection.settings_dict
+    params: dict[str, object] = {"dbname": settings["NAME"]}
+    for libpq, django in (("user", "USER"), ("password", "PASSWORD"), ("host", "HOST"), ("port", "PORT")):
+        if settings.get(django):
+            params[libpq] = settings[django]
+    return params
