@@ -18,9 +18,10 @@ timed test.
    timestamps), the runners' CPU per step, and how many step commits went per statement.
 5. A claim of 20 runs over a due backlog of 100, 1,000 and 10,000 runs of 3 workflows (analyzed,
    the claimed runs put back untimed after each claim), three ways alternately: as before (one
-   ordered scan of every due run of the runner's workflows, commit waits for the disk), the
-   per-workflow pick with the commit waiting for the disk, and as now (the per-workflow pick, the
-   commit not waiting for the disk: `sql.LAZY_FLUSH`). Median ms per claim.
+   ordered scan of every due run of the runner's workflows, one prepared statement, its commit
+   waiting for the disk), the per-workflow pick sent as before, and as now (`store._claim`: the
+   per-workflow pick, its generic plan kept, `sql.GENERIC_PLAN`, and its commit not waiting for
+   the disk, `sql.LAZY_FLUSH`). Median ms per claim.
 """
 
 from __future__ import annotations
@@ -213,53 +214,66 @@ def under_load(runs: int, rounds: int) -> list[dict[str, Any]]:
 
 
 def claims(calls: int, backlogs: tuple[int, ...]) -> dict[int, dict[str, float]]:
-    """Median ms of `store._claim` (20 runs) over each due backlog, the three ways alternately."""
+    """Median ms of a claim of 20 runs over each due backlog, the three ways alternately."""
     from django.db import connection
 
     from bench._db import create_pending_runs, reset_tables
     from workflows.core.records import LIVE
     from workflows.storage.django import sql
-    from workflows.storage.django.store import _claim
+    from workflows.storage.django.prepared import hot_cursor
+    from workflows.storage.django.store import RUN_COLUMNS, _claim
 
-    lazy, eager = sql.LAZY_FLUSH, "(SELECT '') AS lazy_flush"
     names = CLAIM_WORKFLOWS
+    returning = ", ".join("workflows_run." + c for c in RUN_COLUMNS)
 
-    def single_scan(now: dt.datetime) -> tuple[str, list[Any]]:  # the pick before
+    def as_before(pick: tuple[str, list[Any]], lease: tuple[str, list[Any]]) -> list[Any]:
+        """The claim as it was sent before: one prepared statement, its commit waiting for the disk."""
+        (due, due_params), (statement, lease_params) = pick, lease
+        with hot_cursor() as cursor:
+            cursor.execute(
+                f"{statement} FROM ({due}) AS claimed WHERE workflows_run.id = claimed.claim_id"
+                f" RETURNING {returning}, claimed.was_started",
+                lease_params + due_params,
+            )
+            return cursor.fetchall()
+
+    def one_ordered_scan(now: dt.datetime) -> tuple[str, list[Any]]:  # the pick before
         text = sql.CLAIM_DUE.format(names=sql.marks(len(names))) + " FOR UPDATE SKIP LOCKED"
         return text, [sql.t(now), *LIVE, *names, 20]
 
-    ways = {
-        "one ordered scan, flush waited for": (single_scan, eager),
-        "per-workflow pick, flush waited for": (lambda now: sql.claim_due(names, 20, now), eager),
-        "per-workflow pick, lazy flush (now)": (lambda now: sql.claim_due(names, 20, now), lazy),
+    def per_workflow(now: dt.datetime) -> tuple[str, list[Any]]:
+        return sql.claim_due(names, 20, now)
+
+    ways: dict[str, tuple[Any, Any]] = {
+        "before: one ordered scan": (one_ordered_scan, as_before),
+        "per-workflow pick, sent as before": (per_workflow, as_before),
+        "now: per-workflow pick, generic plan, lazy flush": (per_workflow, _claim),
     }
     out: dict[int, dict[str, float]] = {}
-    try:
-        for backlog in backlogs:
-            reset_tables()
-            for i, name in enumerate(names):
-                share = backlog // len(names) + (1 if i < backlog % len(names) else 0)
-                create_pending_runs(name, [[f"claim-{i}-{j}"] for j in range(share)])
-            with connection.cursor() as cursor:
-                cursor.execute("ANALYZE workflows_run")
-            times: dict[str, list[float]] = {label: [] for label in ways}
-            for i in range(calls * len(ways)):
-                label = list(ways)[i % len(ways)]
-                pick, sql.LAZY_FLUSH = ways[label][0](_now()), ways[label][1]
-                t0 = time.perf_counter()
-                rows = _claim(pick, sql.claim_lease("bench", _now() + dt.timedelta(seconds=600), _now()))
-                times[label].append(time.perf_counter() - t0)
-                if len(rows) != 20:
-                    raise RuntimeError(f"a claim over {backlog} due runs took {len(rows)}, not 20")
-                with connection.cursor() as cursor:  # back in line, at their old place
-                    cursor.execute(
-                        "UPDATE workflows_run SET status = 'pending', wake_at = created_at, lease_owner = ''"
-                        " WHERE id = ANY(%s)",
-                        [[row[0] for row in rows]],
-                    )
-            out[backlog] = {label: _median_ms(t) for label, t in times.items()}
-    finally:
-        sql.LAZY_FLUSH = lazy
+    for backlog in backlogs:
+        reset_tables()
+        for i, name in enumerate(names):
+            share = backlog // len(names) + (1 if i < backlog % len(names) else 0)
+            create_pending_runs(name, [[f"claim-{i}-{j}"] for j in range(share)])
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE workflows_run")
+        times: dict[str, list[float]] = {label: [] for label in ways}
+        for i in range(calls * len(ways)):
+            label = list(ways)[i % len(ways)]
+            pick, send = ways[label]
+            lease = sql.claim_lease("bench", _now() + dt.timedelta(seconds=600), _now())
+            t0 = time.perf_counter()
+            rows = send(pick(_now()), lease)
+            times[label].append(time.perf_counter() - t0)
+            if len(rows) != 20:
+                raise RuntimeError(f"a claim over {backlog} due runs took {len(rows)}, not 20")
+            with connection.cursor() as cursor:  # back in line, at their old place
+                cursor.execute(
+                    "UPDATE workflows_run SET status = 'pending', wake_at = created_at, lease_owner = ''"
+                    " WHERE id = ANY(%s)",
+                    [[row[0] for row in rows]],
+                )
+        out[backlog] = {label: _median_ms(t) for label, t in times.items()}
     return out
 
 

@@ -99,21 +99,28 @@ def test_claim__racing_claimers_over_several_workflows_never_share_a_run():
     assert set(Run.objects.values_list("lease_owner", flat=True)) <= set(results)
 
 
-def synchronous_commit() -> str:
+def setting(name: str) -> str:
     with connection.cursor() as cursor:
-        cursor.execute("SHOW synchronous_commit")
+        cursor.execute(f"SHOW {name}")
         return cursor.fetchone()[0]
+
+
+def synchronous_commit() -> str:
+    return setting("synchronous_commit")
 
 
 @pg_only
 @pytest.mark.django_db(transaction=True)
-def test_claim__does_not_wait_for_the_disk_and_leaves_later_commits_waiting_for_it():
+def test_claim__does_not_wait_for_the_disk_and_leaves_the_connection_as_it_found_it():
     make("wa", "one", due_ago=1)
     assert synchronous_commit() == "on"  # the server's default, which the claim must not change
     with CaptureQueriesContext(connection) as seen:
         assert len(claim(DjangoStore(), 1)) == 1
-    assert "set_config('synchronous_commit', 'off', true)" in seen.captured_queries[-1]["sql"]
+    claim_sql = [q["sql"] for q in seen.captured_queries if "SKIP LOCKED" in q["sql"]]
+    assert len(claim_sql) == 1 and "set_config('synchronous_commit', 'off', true)" in claim_sql[0]
+    assert any("force_generic_plan" in q["sql"] for q in seen.captured_queries)
     assert synchronous_commit() == "on"  # only the claim's own transaction did not wait
+    assert setting("plan_cache_mode") == "auto"  # nor did the generic plan outlive it
 
 
 @pg_only
@@ -122,6 +129,7 @@ def test_claim__inside_a_callers_transaction_leaves_its_commit_waiting_for_the_d
     assert connection.in_atomic_block  # the test's transaction, as a caller's atomic block
     assert len(claim(DjangoStore(), 1)) == 1
     assert synchronous_commit() == "on"  # the claim did not make the caller's transaction lazy
+    assert setting("plan_cache_mode") == "auto"
 
 
 def _uuid(run_id: str) -> str:

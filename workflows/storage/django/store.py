@@ -404,13 +404,25 @@ def _claim(
     rows of RUN_COLUMNS then the was-columns.
     With `lock` (PostgreSQL), first take those workflows' group lock in the same transaction;
     `park` runs (in it) before the pick. On PostgreSQL the claim's commit does not wait for the
-    disk (`sql.LAZY_FLUSH` says why that is safe), unless the caller's transaction holds it: the
-    setting would last to the end of that transaction, and its other writes must wait."""
+    disk (`sql.LAZY_FLUSH` says why that is safe) and an ungrouped pick keeps its generic plan
+    (`sql.GENERIC_PLAN`), unless the caller's transaction holds the claim: a setting would last
+    to the end of that transaction, and its other writes must wait for the disk."""
     due, due_params = pick
     statement, lease_params = lease
     columns = ", ".join("workflows_run." + c for c in RUN_COLUMNS)
     if sql.pg():
-        lazy = "" if connection.in_atomic_block else f", {sql.LAZY_FLUSH}"
+        own_transaction = not connection.in_atomic_block
+        lazy = f", {sql.LAZY_FLUSH}" if own_transaction else ""
+        claim = (
+            f"{statement} FROM ({due}) AS claimed{lazy} WHERE workflows_run.id = claimed.claim_id"
+            f" RETURNING {columns}, claimed.was_started, claimed.was_status, claimed.was_owner, claimed.was_due"
+        )
+        if own_transaction and not lock and not park and _pipelines():
+            with hot_cursor() as setting, hot_cursor() as cursor:
+                with connection.connection.pipeline():  # one round trip, one transaction
+                    setting.execute(sql.GENERIC_PLAN)
+                    cursor.execute(claim, lease_params + due_params)
+                return cursor.fetchall()
         with contextlib.ExitStack() as stack:
             if lock:  # the claim's snapshot must be taken after the lock: a statement of its own
                 stack.enter_context(transaction.atomic())
@@ -419,13 +431,7 @@ def _claim(
                 cursor.execute(sql.GROUP_LOCK, [sql.GROUP_LOCK_SPACE, lock])
             if park:
                 cursor.execute(*park)
-            cursor.execute(
-                f"{statement} FROM ({due}) AS claimed{lazy}"
-                f" WHERE workflows_run.id = claimed.claim_id"
-                f" RETURNING {columns}, claimed.was_started, claimed.was_status, claimed.was_owner,"
-                f" claimed.was_due",
-                lease_params + due_params,
-            )
+            cursor.execute(claim, lease_params + due_params)
             return cursor.fetchall()
     # SQLite: the IMMEDIATE transaction excludes other writers between the two statements
     with transaction.atomic(), connection.cursor() as cursor:
