@@ -78,16 +78,15 @@ GENERIC_PLAN = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)
 # PostgreSQL: the same pick, read per workflow. The claim index (workflow, priority, wake_at, id)
 # yields claim order within one workflow only: ORDER BY over `workflow IN (...)` read and sorted
 # every due run of those workflows at every claim, so a claim cost grew with the backlog. Here each
-# workflow's index scan stops after 2n runs; the best 2n of those are locked in claim order
-# (SKIP LOCKED: the slack lets two runners claiming at once both find n), and n are taken. The
-# conditions are repeated on the locked rows: a row another claim changed since this statement's snapshot is
-# checked again, as it now is, before it is locked (FOR UPDATE rechecks the row's conditions);
-# `IS TRUE` keeps those conditions off the indexes (the rows are found by id: a generic plan
-# would otherwise scan the wake_at index over the whole backlog to intersect it).
+# workflow's index scan stops after 2n runs; the best 2n of those are fetched again by tuple id
+# (ctid: a direct heap read, in this statement's snapshot) and locked in claim order (SKIP LOCKED:
+# the slack lets two runners claiming at once both find n), and n are taken. Locking rechecks the
+# conditions on a row another claim changed since the snapshot, as it now is; `IS TRUE` keeps them
+# off the indexes (a generic plan would otherwise scan the wake_at index over the whole backlog).
 CLAIM_DUE_PG = (
-    f"SELECT id AS claim_id, {_WAS} FROM workflows_run WHERE id = ANY(ARRAY("
-    "SELECT c.id FROM unnest(%s::text[]) AS names (name) CROSS JOIN LATERAL"
-    " (SELECT id, priority, wake_at FROM workflows_run WHERE workflow = names.name AND wake_at <= %s"
+    f"SELECT id AS claim_id, {_WAS} FROM workflows_run WHERE ctid = ANY(ARRAY("
+    "SELECT c.ctid FROM unnest(%s::text[]) AS names (name) CROSS JOIN LATERAL"
+    " (SELECT ctid, id, priority, wake_at FROM workflows_run WHERE workflow = names.name AND wake_at <= %s"
     f" AND status IN (%s, %s, %s) ORDER BY {CLAIM_ORDER} LIMIT %s) AS c"
     " ORDER BY c.priority DESC, c.wake_at, c.id LIMIT %s))"
     f" AND (wake_at <= %s AND status IN (%s, %s, %s)) IS TRUE ORDER BY {CLAIM_ORDER} LIMIT %s FOR UPDATE SKIP LOCKED"
