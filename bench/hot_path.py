@@ -16,7 +16,7 @@ timed test.
 4. Group commit under load: N runs x 10 steps drained by 2 `runworkflows --concurrency 20`
    processes, the setting on and off in alternate rounds: steps/s (from the steps' own
    timestamps), the runners' CPU per step, and how many step commits went per statement.
-5. A claim of 20 runs over a due backlog of 100, 1,000 and 10,000 runs of 3 workflows (analyzed,
+5. A claim of 1 run and of 20 over a due backlog of 100, 1,000 and 10,000 runs of 3 workflows (analyzed,
    the claimed runs put back untimed after each claim), three ways alternately: as before (one
    ordered scan of every due run of the runner's workflows, one prepared statement, its commit
    waiting for the disk), the per-workflow pick sent as before, and as now (`store._claim`: the
@@ -43,8 +43,15 @@ os.environ.setdefault("BENCH_PG_DATABASE", "bench_hot_path")
 from bench._common import bench_env, progress, setup_django
 from bench._db import create_database, drop_database
 
-FULL = {"calls": 500, "runs": 1000, "rounds": 2, "claims": 300, "backlogs": (100, 1000, 10000)}
-QUICK = {"calls": 40, "runs": 60, "rounds": 1, "claims": 20, "backlogs": (100,)}
+FULL = {
+    "calls": 500,
+    "runs": 1000,
+    "rounds": 2,
+    "claims": 300,
+    "backlogs": (100, 1000, 10000),
+    "limits": (1, 20),
+}
+QUICK = {"calls": 40, "runs": 60, "rounds": 1, "claims": 20, "backlogs": (100,), "limits": (1, 20)}
 CLAIM_WORKFLOWS = ["bench_overhead", "bench_ten", "bench_waiter"]
 
 
@@ -213,8 +220,8 @@ def under_load(runs: int, rounds: int) -> list[dict[str, Any]]:
     return out
 
 
-def claims(calls: int, backlogs: tuple[int, ...]) -> dict[int, dict[str, float]]:
-    """Median ms of a claim of 20 runs over each due backlog, the three ways alternately."""
+def claims(calls: int, backlogs: tuple[int, ...], limits: tuple[int, ...]) -> dict[str, dict[str, float]]:
+    """Median ms of a claim of each size over each due backlog, the three ways alternately."""
     from django.db import connection
 
     from bench._db import create_pending_runs, reset_tables
@@ -239,18 +246,19 @@ def claims(calls: int, backlogs: tuple[int, ...]) -> dict[int, dict[str, float]]
 
     def one_ordered_scan(now: dt.datetime) -> tuple[str, list[Any]]:  # the pick before
         text = sql.CLAIM_DUE.format(names=sql.marks(len(names))) + " FOR UPDATE SKIP LOCKED"
-        return text, [sql.t(now), *LIVE, *names, 20]
+        return text, [sql.t(now), *LIVE, *names, limit]
 
     def per_workflow(now: dt.datetime) -> tuple[str, list[Any]]:
-        return sql.claim_due(names, 20, now)
+        return sql.claim_due(names, limit, now)
 
     ways: dict[str, tuple[Any, Any]] = {
         "before: one ordered scan": (one_ordered_scan, as_before),
         "per-workflow pick, sent as before": (per_workflow, as_before),
         "now: per-workflow pick, generic plan, lazy flush": (per_workflow, _claim),
     }
-    out: dict[int, dict[str, float]] = {}
-    for backlog in backlogs:
+    out: dict[str, dict[str, float]] = {}
+    limit = 0
+    for backlog, limit in [(b, n) for b in backlogs for n in limits]:
         reset_tables()
         for i, name in enumerate(names):
             share = backlog // len(names) + (1 if i < backlog % len(names) else 0)
@@ -265,15 +273,17 @@ def claims(calls: int, backlogs: tuple[int, ...]) -> dict[int, dict[str, float]]
             t0 = time.perf_counter()
             rows = send(pick(_now()), lease)
             times[label].append(time.perf_counter() - t0)
-            if len(rows) != 20:
-                raise RuntimeError(f"a claim over {backlog} due runs took {len(rows)}, not 20")
+            if len(rows) != limit:
+                raise RuntimeError(f"a claim over {backlog} due runs took {len(rows)}, not {limit}")
             with connection.cursor() as cursor:  # back in line, at their old place
                 cursor.execute(
                     "UPDATE workflows_run SET status = 'pending', wake_at = created_at, lease_owner = ''"
                     " WHERE id = ANY(%s)",
                     [[row[0] for row in rows]],
                 )
-        out[backlog] = {label: _median_ms(t) for label, t in times.items()}
+        out[f"claim of {limit} over {backlog:,} due runs of 3 workflows"] = {
+            label: _median_ms(t) for label, t in times.items()
+        }
     return out
 
 
@@ -311,13 +321,11 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
     ways = list(next(iter(results["claims"].values())))
     lines += [
         "",
-        "| claim of 20 runs, median ms | " + " | ".join(ways) + " |",
+        "| a claim, median ms | " + " | ".join(ways) + " |",
         "|---|" + "---|" * len(ways),
     ]
-    for backlog, figures in results["claims"].items():
-        lines.append(
-            f"| {backlog:,} due runs of 3 workflows | " + " | ".join(f"{figures[w]:.3f}" for w in ways) + " |"
-        )
+    for case, figures in results["claims"].items():
+        lines.append(f"| {case} | " + " | ".join(f"{figures[w]:.3f}" for w in ways) + " |")
     return "\n".join(lines)
 
 
@@ -340,7 +348,7 @@ def main() -> None:
         progress("SELECT 1 through a database thread and on an async connection")
         results["hops"] = hops(sizes["calls"])
         progress("claims over due backlogs, three ways")
-        results["claims"] = claims(sizes["claims"], sizes["backlogs"])
+        results["claims"] = claims(sizes["claims"], sizes["backlogs"], sizes["limits"])
         results["load"] = under_load(sizes["runs"], sizes["rounds"])
         results["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         from django.db import connections
