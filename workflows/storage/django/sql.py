@@ -91,6 +91,19 @@ CLAIM_DUE_PG = (
     " ORDER BY c.priority DESC, c.wake_at, c.id LIMIT %s))"
     f" AND (wake_at <= %s AND status IN (%s, %s, %s)) IS TRUE ORDER BY {CLAIM_ORDER} LIMIT %s FOR UPDATE SKIP LOCKED"
 )
+# SQLite: the same, one ordered read per workflow (`UNION ALL` of each workflow's first n, in
+# claim order), then the first n of those: no sort of the whole backlog either. Writers are
+# serialised, so no slack is needed. Up to SQLITE_PER_WORKFLOW_MAX workflows (SQLite caps a
+# compound SELECT at 500 parts); beyond, CLAIM_DUE.
+_CLAIM_ONE_WORKFLOW = (
+    "SELECT * FROM (SELECT id, started_at, status, lease_owner, wake_at, priority FROM workflows_run"
+    f" WHERE workflow = %s AND wake_at <= %s AND status IN (%s, %s, %s) ORDER BY {CLAIM_ORDER} LIMIT %s)"
+)
+CLAIM_DUE_SQLITE = (
+    "SELECT id AS claim_id, started_at AS was_started, status AS was_status, lease_owner AS was_owner,"
+    " wake_at AS was_due FROM ({parts}) ORDER BY priority DESC, wake_at, id LIMIT %s"
+)
+SQLITE_PER_WORKFLOW_MAX = 100
 # Runs of concurrency groups: the first due runs (in claim order) of groups that have a free slot,
 # at most `max - executing` of a group, executing meaning running under a live lease (a crashed
 # runner's run stops counting when its lease lapses). Only correct while no other claim of these
@@ -211,6 +224,10 @@ def claim_due(workflows: list[str], limit: int, now: dt.datetime) -> tuple[str, 
     """The pick of due runs of ungrouped workflows, row-locking on PostgreSQL."""
     if pg():
         return CLAIM_DUE_PG, [list(workflows), t(now), *LIVE, 2 * limit, 2 * limit, t(now), *LIVE, limit]
+    if 1 < len(workflows) <= SQLITE_PER_WORKFLOW_MAX:
+        parts = " UNION ALL ".join([_CLAIM_ONE_WORKFLOW] * len(workflows))
+        params = [v for name in workflows for v in (name, t(now), *LIVE, limit)]
+        return CLAIM_DUE_SQLITE.format(parts=parts), [*params, limit]
     return CLAIM_DUE.format(names=marks(len(workflows))), [t(now), *LIVE, *workflows, limit]
 
 
