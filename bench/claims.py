@@ -56,6 +56,7 @@ SCENARIOS = (
     "next wake, nothing waiting",
     "next wake, {held} held back",
     "ungrouped, {held} due of 3 workflows",
+    "the same, the claim before (one sorted read)",
 )
 BACKLOG_WORKFLOWS = ["due-a", "due-b", "due-c"]
 
@@ -124,9 +125,10 @@ class Bench:
                 statements.append(len(queries.captured_queries))
         return {**stats_ms(seconds), "statements": max(statements)}
 
-    def claim_from_backlog(self) -> dict:
+    def claim_from_backlog(self) -> dict[str, dict]:
         """`held` due runs of 3 ungrouped workflows (bulk-written, analyzed): one claim taken from
-        them at a time, completed untimed, what a runner pays when it has fallen behind."""
+        them at a time, completed untimed, what a runner pays when it has fallen behind; as the
+        store claims now and as it claimed before (`bench/_claim_before.py`), alternately."""
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
         from django.utils import timezone
@@ -148,25 +150,35 @@ class Bench:
         Run.objects.bulk_create(rows, batch_size=1000)
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE" if connection.vendor == "sqlite" else "ANALYZE workflows_run")
-        seconds, statements = [], []
-        for i in range(self.samples + 10):
+        from bench._claim_before import pick_before, send_as_before
+        from workflows.storage.django import sql
+
+        def now_(at: dt.datetime) -> list[str]:
+            runs = self.store.claim(
+                owner=self.owner, workflows=BACKLOG_WORKFLOWS, limit=1, lease_seconds=60, now=at
+            )
+            return [r.id for r in runs]
+
+        def before(at: dt.datetime) -> list[str]:
+            lease = sql.claim_lease(self.owner, at + dt.timedelta(seconds=60), at)
+            return [str(row[0]) for row in send_as_before(pick_before(BACKLOG_WORKFLOWS, 1, at), lease)]
+
+        ways = {"now": now_, "before": before}
+        seconds: dict[str, list[float]] = {way: [] for way in ways}
+        statements: dict[str, list[int]] = {way: [] for way in ways}
+        for i in range(2 * (self.samples + 10)):
+            way = "now" if i % 2 == 0 else "before"
             with CaptureQueriesContext(connection) as queries:
                 began = time.perf_counter()
-                runs = self.store.claim(
-                    owner=self.owner,
-                    workflows=BACKLOG_WORKFLOWS,
-                    limit=1,
-                    lease_seconds=60,
-                    now=timezone.now(),
-                )
+                claimed = ways[way](timezone.now())
                 took = time.perf_counter() - began
-            if len(runs) != 1:
-                raise SystemExit(f"claimed {len(runs)} run(s) from a backlog of {self.held}, expected 1")
-            self._finish([r.id for r in runs])
-            if i >= 10:
-                seconds.append(took)
-                statements.append(len(queries.captured_queries))
-        return {**stats_ms(seconds), "statements": max(statements)}
+            if len(claimed) != 1:
+                raise SystemExit(f"claimed {len(claimed)} run(s) from a backlog of {self.held}, expected 1")
+            self._finish(claimed)
+            if i >= 20:
+                seconds[way].append(took)
+                statements[way].append(len(queries.captured_queries))
+        return {way: {**stats_ms(seconds[way]), "statements": max(statements[way])} for way in ways}
 
     def next_wake(self, workflows: list[str], caps: dict[str, int]):
         from django.db import connection
@@ -251,7 +263,9 @@ def child(db: str, held: int, samples: int, out: Path) -> None:
     figures["next wake, {held} held back"] = bench.next_wake(both, caps)
     figures["set aside once"] = bench.set_aside
     progress(f"{db}: {held:,} due runs of 3 workflows")
-    figures["ungrouped, {held} due of 3 workflows"] = bench.claim_from_backlog()
+    backlog = bench.claim_from_backlog()
+    figures["ungrouped, {held} due of 3 workflows"] = backlog["now"]
+    figures["the same, the claim before (one sorted read)"] = backlog["before"]
     out.write_text(json.dumps(figures))
 
 
@@ -265,13 +279,13 @@ def report(results: dict[str, dict], held: int, samples: int) -> None:
         f"bench/claims.py: one claim (limit 1), {samples} samples each; {held:,} runs held back in {GROUPS} full groups of max {MAX}"
     )
     header = "".join(f" {db + ' median':>16} {'p99':>9} {'stmts':>6}" for db in dbs)
-    print(f"  {'situation':<34}{header}")
+    print(f"  {'situation':<46}{header}")
     for name in SCENARIOS:
         cells = ""
         for db in dbs:
             f = results[db][name]
             cells += f" {f['median_ms']:>14.2f}ms {f['p99_ms']:>7.2f}ms {f['statements']:>6}"
-        print(f"  {name.format(held=f'{held:,}'):<34}{cells}")
+        print(f"  {name.format(held=f'{held:,}'):<46}{cells}")
     for db in dbs:
         once = results[db]["set aside once"]
         print(

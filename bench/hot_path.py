@@ -224,36 +224,22 @@ def claims(calls: int, backlogs: tuple[int, ...], limits: tuple[int, ...]) -> di
     """Median ms of a claim of each size over each due backlog, the three ways alternately."""
     from django.db import connection
 
+    from bench._claim_before import pick_before, send_as_before
     from bench._db import create_pending_runs, reset_tables
-    from workflows.core.records import LIVE
     from workflows.storage.django import sql
-    from workflows.storage.django.prepared import hot_cursor
-    from workflows.storage.django.store import RUN_COLUMNS, _claim
+    from workflows.storage.django.store import _claim
 
     names = CLAIM_WORKFLOWS
-    returning = ", ".join("workflows_run." + c for c in RUN_COLUMNS)
-
-    def as_before(pick: tuple[str, list[Any]], lease: tuple[str, list[Any]]) -> list[Any]:
-        """The claim as it was sent before: one prepared statement, its commit waiting for the disk."""
-        (due, due_params), (statement, lease_params) = pick, lease
-        with hot_cursor() as cursor:
-            cursor.execute(
-                f"{statement} FROM ({due}) AS claimed WHERE workflows_run.id = claimed.claim_id"
-                f" RETURNING {returning}, claimed.was_started",
-                lease_params + due_params,
-            )
-            return cursor.fetchall()
 
     def one_ordered_scan(now: dt.datetime) -> tuple[str, list[Any]]:  # the pick before
-        text = sql.CLAIM_DUE.format(names=sql.marks(len(names))) + " FOR UPDATE SKIP LOCKED"
-        return text, [sql.t(now), *LIVE, *names, limit]
+        return pick_before(names, limit, now)
 
     def per_workflow(now: dt.datetime) -> tuple[str, list[Any]]:
         return sql.claim_due(names, limit, now)
 
     ways: dict[str, tuple[Any, Any]] = {
-        "before: one ordered scan": (one_ordered_scan, as_before),
-        "per-workflow pick, sent as before": (per_workflow, as_before),
+        "before: one ordered scan": (one_ordered_scan, send_as_before),
+        "per-workflow pick, sent as before": (per_workflow, send_as_before),
         "now: per-workflow pick, generic plan, lazy flush": (per_workflow, _claim),
     }
     out: dict[str, dict[str, float]] = {}

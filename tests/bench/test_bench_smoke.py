@@ -72,12 +72,15 @@ def test_claims_bench__small_sqlite_run_prints_every_situation(tmp_path):
         "claims.py",
         *("--db", "sqlite", "--held", "300", "--samples", "10", "--json", str(tmp_path / "claims.json")),
     )
-    for situation in ("ungrouped, nothing waiting", "grouped, 300 held back", "grouped, finding nothing"):
+    for situation in (
+        "ungrouped, nothing waiting", "grouped, 300 held back", "grouped, finding nothing",
+        "ungrouped, 300 due of 3 workflows", "the claim before",
+    ):  # fmt: skip
         assert situation in done.stdout, done.stdout
     figures = json.loads((tmp_path / "claims.json").read_text())["figures"]["sqlite"]
     once = figures.pop("set aside once")
     assert once["claims"] >= 1
-    assert len(figures) == 7 and all(f["n"] == 10 for f in figures.values())
+    assert len(figures) == 9 and all(f["n"] == 10 for f in figures.values())
 
 
 @pytest.mark.timeout(600)
