@@ -78,22 +78,23 @@ GENERIC_PLAN = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)
 # PostgreSQL: the same pick, read per workflow. The claim index (workflow, priority, wake_at, id)
 # yields claim order within one workflow only: ORDER BY over `workflow IN (...)` read and sorted
 # every due run of those workflows at every claim, so a claim cost grew with the backlog. Here each
-# workflow's index scan stops after 2n runs; the best 2n of those are fetched again by tuple id
-# (ctid: a direct heap read, in this statement's snapshot) and locked in claim order (SKIP LOCKED:
-# the slack lets two runners claiming at once both find n), and n are taken. Locking rechecks the
-# conditions on a row another claim changed since the snapshot, as it now is; `IS TRUE` keeps them
-# off the indexes (a generic plan would otherwise scan the wake_at index over the whole backlog).
+# workflow's index scan locks its first n runs in claim order, skipping those another claim holds
+# (SKIP LOCKED: so it never comes back short while more are due, and FOR UPDATE rechecks a row
+# another claim changed since the snapshot); the first n of those are taken, and the rest of the
+# locks end with the statement. n is written into the text (a prepared statement per claim size):
+# a generic plan then knows how few rows come out, and joins them to the update by primary key.
 CLAIM_DUE_PG = (
-    f"SELECT id AS claim_id, {_WAS} FROM workflows_run WHERE ctid = ANY(ARRAY("
-    "SELECT c.ctid FROM unnest(%s::text[]) AS names (name) CROSS JOIN LATERAL"
-    " (SELECT ctid, id, priority, wake_at FROM workflows_run WHERE workflow = names.name AND wake_at <= %s"
-    f" AND status IN (%s, %s, %s) ORDER BY {CLAIM_ORDER} LIMIT %s) AS c"
-    " ORDER BY c.priority DESC, c.wake_at, c.id LIMIT %s))"
-    f" AND (wake_at <= %s AND status IN (%s, %s, %s)) IS TRUE ORDER BY {CLAIM_ORDER} LIMIT %s FOR UPDATE SKIP LOCKED"
+    "SELECT c.id AS claim_id, c.started_at AS was_started, c.status AS was_status,"
+    " c.lease_owner AS was_owner, c.wake_at AS was_due"
+    " FROM unnest(%s::text[]) AS names (name) CROSS JOIN LATERAL"
+    " (SELECT id, started_at, status, lease_owner, wake_at, priority FROM workflows_run"
+    " WHERE workflow = names.name AND wake_at <= %s AND status IN (%s, %s, %s)"
+    f" ORDER BY {CLAIM_ORDER} LIMIT {{limit:d}} FOR UPDATE SKIP LOCKED) AS c"
+    " ORDER BY c.priority DESC, c.wake_at, c.id LIMIT {limit:d}"
 )
 # SQLite: the same, one ordered read per workflow (`UNION ALL` of each workflow's first n, in
-# claim order), then the first n of those: no sort of the whole backlog either. Writers are
-# serialised, so no slack is needed. Up to SQLITE_PER_WORKFLOW_MAX workflows (SQLite caps a
+# claim order), then the first n of those: no sort of the whole backlog either (writers are
+# serialised: nothing to lock or skip). Up to SQLITE_PER_WORKFLOW_MAX workflows (SQLite caps a
 # compound SELECT at 500 parts); beyond, CLAIM_DUE.
 _CLAIM_ONE_WORKFLOW = (
     "SELECT * FROM (SELECT id, started_at, status, lease_owner, wake_at, priority FROM workflows_run"
@@ -223,7 +224,7 @@ HEARTBEAT = (  # held_at: a lapsed run set aside while its runner was only slow 
 def claim_due(workflows: list[str], limit: int, now: dt.datetime) -> tuple[str, list[Any]]:
     """The pick of due runs of ungrouped workflows, row-locking on PostgreSQL."""
     if pg():
-        return CLAIM_DUE_PG, [list(workflows), t(now), *LIVE, 2 * limit, 2 * limit, t(now), *LIVE, limit]
+        return CLAIM_DUE_PG.format(limit=limit), [list(workflows), t(now), *LIVE]
     if 1 < len(workflows) <= SQLITE_PER_WORKFLOW_MAX:
         parts = " UNION ALL ".join([_CLAIM_ONE_WORKFLOW] * len(workflows))
         params = [v for name in workflows for v in (name, t(now), *LIVE, limit)]
