@@ -73,6 +73,20 @@ def test_claim__skips_the_runs_another_claim_has_locked_and_still_takes_its_limi
     assert claim(DjangoStore(), 5) == ordered[:2] + ordered[4:]
 
 
+@pg_only
+@pytest.mark.django_db(transaction=True)
+def test_claim__never_comes_back_short_however_many_runs_other_claims_hold():
+    ordered = [make("wa", f"r{i}", due_ago=100 - i) for i in range(7)]
+    with psycopg.connect(**_libpq(), autocommit=False) as other:
+        other.execute(
+            "SELECT id FROM workflows_run WHERE id = ANY(%s) FOR UPDATE", [[*map(_uuid, ordered[:5])]]
+        )  # runners claiming at once hold the first five in line
+        store = DjangoStore()
+        taken = [r.id for r in store.claim(owner="x", workflows=["wa"], limit=2, lease_seconds=30, now=now())]
+        assert taken == ordered[5:]
+        other.rollback()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_claim__racing_claimers_over_several_workflows_never_share_a_run():
     for i in range(60):
