@@ -42,9 +42,9 @@ def now():
     return dt.datetime.now(dt.UTC)
 
 
-def make_run(key="k"):
+def make_run(key="k", workflow="wf"):
     return DjangoStore().get_or_create_run(
-        workflow="wf", key=[key], version="v", initial_state={}, now=now()
+        workflow=workflow, key=[key], version="v", initial_state={}, now=now()
     )[0]
 
 
@@ -121,9 +121,10 @@ def test_heartbeat__extends_only_held_leases_and_reports_cancel():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_claim__concurrent_claimers_never_share_a_run():
+@pytest.mark.parametrize("workflows", [["wf"], ["wf", "wf2", "wf3"]], ids=["one workflow", "three"])
+def test_claim__concurrent_claimers_never_share_a_run(workflows):
     for i in range(40):
-        make_run(f"r{i}")
+        make_run(f"r{i}", workflows[i % len(workflows)])
     results: dict[str, list[str]] = {}
 
     def claim(owner):
@@ -131,7 +132,7 @@ def test_claim__concurrent_claimers_never_share_a_run():
         try:
             store = DjangoStore()
             while True:
-                batch = store.claim(owner=owner, workflows=["wf"], limit=3, lease_seconds=30, now=now())
+                batch = store.claim(owner=owner, workflows=workflows, limit=3, lease_seconds=30, now=now())
                 if not batch:
                     break
                 got += [r.id for r in batch]
@@ -146,6 +147,7 @@ def test_claim__concurrent_claimers_never_share_a_run():
         t.join(30)
     every = [rid for got in results.values() for rid in got]
     assert len(every) == 40 and len(set(every)) == 40
+    assert set(Run.objects.values_list("lease_owner", flat=True)) <= set(results)
 
 
 def test_bad_input__changes_nothing():
