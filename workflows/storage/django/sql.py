@@ -71,7 +71,7 @@ CLAIM_DUE = (
     f" AND status IN (%s, %s, %s) AND workflow IN ({{names}}) ORDER BY {CLAIM_ORDER} LIMIT %s"
 )
 # PostgreSQL: the pick's plan is made once per connection. Left to choose, PostgreSQL plans it
-# anew at every claim (about 0.3 ms: the generic plan's estimate looks dearer, though it runs
+# anew at every claim (each bind plans it: the generic plan's estimate looks dearer, though it runs
 # faster); sent just before the claim in one pipeline, in the claim's own transaction, this makes
 # it keep the generic plan, for that transaction only.
 GENERIC_PLAN = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
