@@ -100,13 +100,14 @@ CLAIM_DUE_PG = (
 _LEASED_BY_CLAIM = (
     "SELECT id FROM workflows_run WHERE wake_at = %s AND lease_owner = %s AND transitioned_at = %s"
 )
-CLAIMED_HISTORIES = (  # run by run (a generic plan must not scan the entries of every run)
-    f"SELECT e.* FROM ({_LEASED_BY_CLAIM}) AS r CROSS JOIN LATERAL (SELECT run_id, {{columns}}"
-    " FROM workflows_entry WHERE run_id = r.id AND NOT superseded) AS e ORDER BY e.run_id, e.scope, e.position"
+CLAIMED_HISTORIES = (
+    "SELECT run_id, {columns} FROM workflows_entry"
+    f" WHERE run_id IN ({_LEASED_BY_CLAIM}) AND NOT superseded ORDER BY run_id, scope, position"
 )
 CLAIMED_MESSAGES = (  # at most `limit` + 1 of each run, oldest first (more than `limit`: read later)
-    f"SELECT m.* FROM ({_LEASED_BY_CLAIM}) AS r CROSS JOIN LATERAL (SELECT {{columns}} FROM workflows_message"
-    " WHERE run_id = r.id AND consumed_at IS NULL ORDER BY id LIMIT %s) AS m ORDER BY m.run_id, m.id"
+    "SELECT {columns} FROM (SELECT {columns}, ROW_NUMBER() OVER (PARTITION BY run_id ORDER BY id) AS nth"
+    f" FROM workflows_message WHERE run_id IN ({_LEASED_BY_CLAIM}) AND consumed_at IS NULL) AS m"
+    " WHERE nth <= %s ORDER BY run_id, id"
 )
 # SQLite: the same, one ordered read per workflow (`UNION ALL` of each workflow's first n, in
 # claim order), then the first n of those: no sort of the whole backlog either (writers are
