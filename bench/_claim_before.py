@@ -26,7 +26,7 @@ def pick_before(workflows: list[str], limit: int, now: dt.datetime) -> tuple[str
 def send_as_before(pick: tuple[str, list[Any]], lease: tuple[str, list[Any]]) -> list[Any]:
     """Rows of RUN_COLUMNS then was_started."""
     if not sql.pg():
-        return _claim(pick, lease)[0]
+        return _claim(pick, lease)
     (due, due_params), (statement, lease_params) = pick, lease
     with hot_cursor() as cursor:
         cursor.execute(

@@ -240,10 +240,7 @@ def claims(calls: int, backlogs: tuple[int, ...], limits: tuple[int, ...]) -> di
     ways: dict[str, tuple[Any, Any]] = {
         "before: one ordered scan": (one_ordered_scan, send_as_before),
         "per-workflow pick, sent as before": (per_workflow, send_as_before),
-        "now: per-workflow pick, generic plan, lazy flush": (
-            per_workflow,
-            lambda pick, lease: _claim(pick, lease)[0],
-        ),
+        "now: per-workflow pick, generic plan, lazy flush": (per_workflow, _claim),
     }
     out: dict[str, dict[str, float]] = {}
     limit = 0

@@ -1,8 +1,7 @@
 """The claim's pick over several workflows: claim order across them (priority, then due time),
 SKIP LOCKED that still finds `limit` runs past another claim's locks, and (PostgreSQL) a claim
 commit that does not wait for the disk without leaving the connection that way for the commits
-after it; a resumed run's history and messages read in the claim's round trip. Racing claimers
-over several workflows: test_store.py."""
+after it. Racing claimers over several workflows: test_store.py."""
 
 from __future__ import annotations
 
@@ -10,14 +9,11 @@ import datetime as dt
 
 import psycopg
 import pytest
-from asgiref.sync import async_to_sync
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from workflows.core.records import AttemptWrite, Commit, EntryWrite, OutgoingMessage
 from workflows.models import Run
 from workflows.storage.django import DjangoStore
-from workflows.storage.django import store as store_module
 from workflows.storage.django.notify import _libpq_params
 
 pytestmark = pytest.mark.django_db
@@ -126,78 +122,3 @@ def test_claim__inside_a_callers_transaction_leaves_its_commit_waiting_for_the_d
 
 def _uuid(run_id: str) -> str:
     return str(Run._meta.pk.to_python(run_id))
-
-
-# --- a resumed run's reads, sent with the claim that resumed it (PostgreSQL) ------------------------
-
-
-def step_commit(position: int) -> Commit:
-    entry = EntryWrite(
-        id=None, scope="", position=position, name=f"s{position}", kind="step", status="completed",
-        output=position, attempts=1,
-    )  # fmt: skip
-    return Commit(
-        entries=[(entry, AttemptWrite(number=1, started_at=now(), finished_at=now(), outcome="ok"))]
-    )
-
-
-def resumable(store: DjangoStore, key: str, *, steps: int, messages: int) -> str:
-    """A run that ran `steps` steps, was released (waiting, due again) and has `messages` unread."""
-    run_id = make("wa", key, due_ago=1)
-    [run] = store.claim(owner="first", workflows=["wa"], limit=1, lease_seconds=30, now=now())
-    for position in range(steps):
-        store.commit(run_id=run_id, owner="first", commit=step_commit(position), now=now())
-    Run.objects.filter(id=run_id).update(
-        status="waiting", lease_owner="", wake_at=now() - dt.timedelta(seconds=1)
-    )
-    for i in range(messages):
-        store.send(OutgoingMessage(queue="start", body={"n": i}, run_id=run_id), now=now())
-    return run.id
-
-
-@pg_only
-@pytest.mark.django_db(transaction=True)  # the claim in its own transaction: a pipeline
-def test_claim__reads_a_resumed_runs_history_and_messages_in_the_same_round_trip():
-    store = DjangoStore()
-    run_id = resumable(store, "resumed", steps=3, messages=2)
-    fresh_id = make("wa", "fresh", due_ago=2)
-    with CaptureQueriesContext(connection) as seen:
-        runs = {
-            r.id: r for r in store.claim(owner="x", workflows=["wa"], limit=5, lease_seconds=30, now=now())
-        }
-    assert set(runs) == {run_id, fresh_id} and runs[fresh_id].fresh and not runs[run_id].fresh
-    assert any("FROM workflows_entry" in q["sql"] for q in seen.captured_queries)
-    with CaptureQueriesContext(connection) as seen:
-        history, messages = async_to_sync(store.aload_resume)(run_id)
-    assert seen.captured_queries == []  # read with the claim
-    assert history == store.load_history(run_id) and [e.name for e in history] == ["s0", "s1", "s2"]
-    assert messages == store.available_messages(run_id, None, 10) and [m.body for m in messages] == [
-        {"n": 0},
-        {"n": 1},
-    ]
-    assert fresh_id not in store._resumes  # a fresh run reads nothing
-    with CaptureQueriesContext(connection) as seen:
-        assert async_to_sync(store.aload_resume)(run_id) == (history, messages)
-    assert seen.captured_queries  # taken once: a second execution reads again
-
-
-@pg_only
-@pytest.mark.django_db(transaction=True)  # the claim in its own transaction: a pipeline
-def test_claim__more_unread_messages_than_a_resume_holds_are_left_to_the_waits(monkeypatch):
-    monkeypatch.setattr(store_module, "RESUME_MESSAGES", 2)
-    store = DjangoStore()
-    run_id = resumable(store, "busy", steps=1, messages=3)
-    store.claim(owner="x", workflows=["wa"], limit=1, lease_seconds=30, now=now())
-    history, messages = async_to_sync(store.aload_resume)(run_id)
-    assert [e.name for e in history] == ["s0"] and messages is None
-
-
-@pg_only
-def test_claim__a_taken_over_run_reads_its_history_after_its_lost_attempts_are_recorded():
-    store = DjangoStore()
-    run_id = resumable(store, "lapsed", steps=1, messages=0)
-    Run.objects.filter(id=run_id).update(
-        status="running", lease_owner="dead", wake_at=now() - dt.timedelta(seconds=1)
-    )
-    [run] = store.claim(owner="x", workflows=["wa"], limit=1, lease_seconds=30, now=now())
-    assert run.taken_over and run_id not in store._resumes

@@ -115,9 +115,7 @@ async def test_a_failed_read_of_the_history_or_of_messages_is_retried(h):
     assert (await handle.ainfo()).status == "waiting"
 
     await handle.asend("go", {"n": 1})
-    # the resumed run's read: its history (and its messages, where read together or, on
-    # PostgreSQL, with the claim that resumed it)
-    history = Blink(h.store, "aload_resume")
+    history = Blink(h.store, "load_resume")  # the history (with the messages, where read together)
     await h.run(reg)
 
     info = await handle.ainfo()

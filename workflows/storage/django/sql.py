@@ -92,23 +92,6 @@ CLAIM_DUE_PG = (
     f" ORDER BY {CLAIM_ORDER} LIMIT {{limit:d}} FOR UPDATE SKIP LOCKED) AS c"
     " ORDER BY c.priority DESC, c.wake_at, c.id LIMIT {limit:d}"
 )
-# PostgreSQL, sent in the claim's pipeline right after it (same transaction, so they see its
-# leases): the history and the unconsumed messages of the runs it leased, found by the lease it
-# just gave them (wake_at = the lease's end: an index read; every run it leased is found, and
-# with a clock that stands still, runs an earlier claim leased the same way too). A resumed run
-# then starts without a round trip of its own to read them.
-_LEASED_BY_CLAIM = (
-    "SELECT id FROM workflows_run WHERE wake_at = %s AND lease_owner = %s AND transitioned_at = %s"
-)
-CLAIMED_HISTORIES = (
-    "SELECT run_id, {columns} FROM workflows_entry"
-    f" WHERE run_id IN ({_LEASED_BY_CLAIM}) AND NOT superseded ORDER BY run_id, scope, position"
-)
-CLAIMED_MESSAGES = (  # at most `limit` + 1 of each run, oldest first (more than `limit`: read later)
-    "SELECT {columns} FROM (SELECT {columns}, ROW_NUMBER() OVER (PARTITION BY run_id ORDER BY id) AS nth"
-    f" FROM workflows_message WHERE run_id IN ({_LEASED_BY_CLAIM}) AND consumed_at IS NULL) AS m"
-    " WHERE nth <= %s ORDER BY run_id, id"
-)
 # SQLite: the same, one ordered read per workflow (`UNION ALL` of each workflow's first n, in
 # claim order), then the first n of those: no sort of the whole backlog either (writers are
 # serialised: nothing to lock or skip). Up to SQLITE_PER_WORKFLOW_MAX workflows (SQLite caps a
@@ -259,11 +242,6 @@ def claim_grouped(caps: dict[str, int], pool: int, limit: int, now: dt.datetime)
     params: list[Any] = [v for name in names for v in (name, caps[name])]
     params += [RunStatus.RUNNING, t(now), *names, t(now), *LIVE, *names, pool, limit]
     return statement + (" FOR UPDATE SKIP LOCKED" if pg() else ""), params
-
-
-def leased_by_claim(owner: str, lease_until: dt.datetime, now: dt.datetime) -> list[Any]:
-    """The parameters that find the runs a claim (`claim_lease` with the same values) leased."""
-    return [t(lease_until), owner, t(now)]
 
 
 def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple[str, list[Any]]:

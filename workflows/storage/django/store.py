@@ -78,8 +78,6 @@ RESUME_MESSAGES = 100
 # The hot reads' texts, built once (not at every call).
 RUN_READ = sql.SELECT_RUN.format(columns=", ".join(RUN_COLUMNS))
 HISTORY_READ = sql.SELECT_HISTORY.format(columns=", ".join(ENTRY_FIELDS))
-CLAIMED_HISTORIES = sql.CLAIMED_HISTORIES.format(columns=", ".join(ENTRY_FIELDS))
-CLAIMED_MESSAGES = sql.CLAIMED_MESSAGES.format(columns=", ".join(MESSAGE_FIELDS))
 
 
 class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
@@ -90,9 +88,6 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     its change check (data_version) must ask the connection that writes."""
 
     def __init__(self, db_threads: int | None = None) -> None:
-        # What a claim read for the runs it resumed (history, messages), until their execution
-        # asks for it (`load_resume`); written in a database thread, taken in the event loop.
-        self._resumes: dict[str, tuple[list[EntryRecord], list[MessageRecord] | None]] = {}
         self._executor: ThreadPoolExecutor | None = None
         self._threads = 0
         if db_threads is not None:
@@ -110,7 +105,6 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
 
     def close(self) -> None:
         """Close the pool's connections and threads (a stopping runner)."""
-        self._resumes.clear()
         if self._group is not None and self._group.commits:
             logger.info(
                 "group commit: %d step commits written in %d statements (at most %d in one)",
@@ -195,21 +189,14 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         lock. Higher priority first, FIFO within one."""
         caps = {name: cap for name, cap in sorted((concurrency or {}).items()) if name in workflows}
         plain = [name for name in workflows if name not in caps]
-        lease_until = now + dt.timedelta(seconds=lease_seconds)
-        lease = sql.claim_lease(owner, lease_until, now)
-        rows: list[Any] = []
-        resumed: dict[str, tuple[list[EntryRecord], list[MessageRecord] | None]] | None = None
+        lease = sql.claim_lease(owner, now + dt.timedelta(seconds=lease_seconds), now)
+        rows = []
         if plain:
-            found = sql.leased_by_claim(owner, lease_until, now)
-            reads = [(CLAIMED_HISTORIES, found), (CLAIMED_MESSAGES, [*found, RESUME_MESSAGES + 1])]
-            got, read = _claim(sql.claim_due(plain, limit, now), lease, reads=reads)
-            rows += got
-            if read:  # sent with the claim (PostgreSQL, a pipeline): its resumed runs' reads
-                resumed = _resumes_read(*read)
+            rows += _claim(sql.claim_due(plain, limit, now), lease)
         if caps and len(rows) < limit:
             free = limit - len(rows)
             pick = sql.claim_grouped(caps, max(free * 4, 32), free, now)
-            rows += _claim(pick, lease, lock=list(caps), park=sql.park_held(caps, now))[0]
+            rows += _claim(pick, lease, lock=list(caps), park=sql.park_held(caps, now))
         runs = []
         for *row, was_started, was_status, was_owner, was_due in rows:
             run = replace(run_from_row(tuple(row), fresh=was_started is None), due_at=timestamp(was_due))
@@ -217,9 +204,6 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
                 run = replace(
                     run, taken_over=True, previous_owner=was_owner, lease_lapsed_at=timestamp(was_due)
                 )
-            elif not run.fresh and resumed is not None and run.workflow in plain:
-                # (not a taken-over run: its lost attempts are recorded before it reads)
-                self._resumes[run.id] = resumed.get(run.id, ([], []))
             runs.append(run)
         return sorted(runs, key=lambda r: (-r.priority, r.due_at or now, r.id))
 
@@ -334,20 +318,9 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             return await self._group.commit(run_id=run_id, owner=owner, commit=commit, now=now)
         return await self.run_sync(self.commit, run_id=run_id, owner=owner, commit=commit, now=now)
 
-    async def aload_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
-        """What the claim that resumed the run read for it, without a round trip; else `load_resume`."""
-        resume = self._resumes.pop(run_id, None)
-        if resume is not None:
-            return resume
-        return await self.run_sync(self.load_resume, run_id)
-
     def load_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
         """PostgreSQL: the history and the unconsumed messages (up to RESUME_MESSAGES; None when
-        there are more) in one round trip, both prepared statements sent in a pipeline (or sent
-        with the claim that resumed the run: `claim`)."""
-        resume = self._resumes.pop(run_id, None)
-        if resume is not None:
-            return resume
+        there are more) in one round trip, both prepared statements sent in a pipeline."""
         if not (sql.pg() and _pipelines()):
             return self.load_history(run_id), None
         rid = sql.rid(run_id)
@@ -426,17 +399,14 @@ def _claim(
     lease: tuple[str, list[Any]],
     lock: list[str] | None = None,
     park: tuple[str, list[Any]] | None = None,
-    reads: list[tuple[str, list[Any]]] | None = None,
-) -> tuple[list[Any], list[list[Any]]]:
+) -> list[Any]:
     """Lease the runs `pick` selects (id and was-columns; on PostgreSQL it locks them, SKIP LOCKED):
     rows of RUN_COLUMNS then the was-columns.
     With `lock` (PostgreSQL), first take those workflows' group lock in the same transaction;
     `park` runs (in it) before the pick. On PostgreSQL the claim's commit does not wait for the
     disk (`sql.LAZY_FLUSH` says why that is safe) and an ungrouped pick keeps its generic plan
     (`sql.GENERIC_PLAN`), unless the caller's transaction holds the claim: a setting would last
-    to the end of that transaction, and its other writes must wait for the disk. `reads` go in
-    the same pipeline after it, when there is one; returns the claim's rows and each read's rows
-    (no rows for any when they were not sent)."""
+    to the end of that transaction, and its other writes must wait for the disk."""
     due, due_params = pick
     statement, lease_params = lease
     columns = ", ".join("workflows_run." + c for c in RUN_COLUMNS)
@@ -448,16 +418,11 @@ def _claim(
             f" RETURNING {columns}, claimed.was_started, claimed.was_status, claimed.was_owner, claimed.was_due"
         )
         if own_transaction and not lock and not park and _pipelines():
-            with contextlib.ExitStack() as stack:
-                setting, cursor, *readers = [
-                    stack.enter_context(hot_cursor()) for _ in range(2 + len(reads or ()))
-                ]
+            with hot_cursor() as setting, hot_cursor() as cursor:
                 with connection.connection.pipeline():  # one round trip, one transaction
                     setting.execute(sql.GENERIC_PLAN)
                     cursor.execute(claim, lease_params + due_params)
-                    for reader, (text, params) in zip(readers, reads or (), strict=True):
-                        reader.execute(text, params)
-                return cursor.fetchall(), [reader.fetchall() for reader in readers]
+                return cursor.fetchall()
         with contextlib.ExitStack() as stack:
             if lock:  # the claim's snapshot must be taken after the lock: a statement of its own
                 stack.enter_context(transaction.atomic())
@@ -467,7 +432,7 @@ def _claim(
             if park:
                 cursor.execute(*park)
             cursor.execute(claim, lease_params + due_params)
-            return cursor.fetchall(), []
+            return cursor.fetchall()
     # SQLite: the IMMEDIATE transaction excludes other writers between the two statements
     with transaction.atomic(), connection.cursor() as cursor:
         if park:
@@ -475,31 +440,12 @@ def _claim(
         cursor.execute(due, due_params)
         was = {str(uuid.UUID(str(row[0]))): row[1:] for row in cursor.fetchall()}
         if not was:
-            return [], []
+            return []
         cursor.execute(
             f"{statement} WHERE id IN ({sql.marks(len(was))}) RETURNING {columns}",
             lease_params + [sql.rid(rid) for rid in was],
         )
-        return [(*row, *was[str(uuid.UUID(str(row[0])))]) for row in cursor.fetchall()], []
-
-
-def _resumes_read(
-    histories: list[Any], messages: list[Any]
-) -> dict[str, tuple[list[EntryRecord], list[MessageRecord] | None]]:
-    """The claim's reads by run: each resumed run's history, and its unconsumed messages (None
-    when there are more than RESUME_MESSAGES: its waits read them)."""
-    entries: dict[str, list[EntryRecord]] = {}
-    for run_id, *row in histories:
-        entries.setdefault(str(run_id), []).append(entry_from_row(tuple(row)))
-    unconsumed: dict[str, list[MessageRecord]] = {}
-    for row in messages:
-        message = message_from_row(row)
-        unconsumed.setdefault(message.run_id, []).append(message)
-    return {
-        run_id: (entries.get(run_id, []), mine if len(mine) <= RESUME_MESSAGES else None)
-        for run_id in entries.keys() | unconsumed.keys()
-        for mine in [unconsumed.get(run_id, [])]
-    }
+        return [(*row, *was[str(uuid.UUID(str(row[0])))]) for row in cursor.fetchall()]
 
 
 def _group_commit_enabled() -> bool:
