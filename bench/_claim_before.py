@@ -11,9 +11,7 @@ from typing import Any
 from workflows.core.records import LIVE
 from workflows.storage.django import sql
 from workflows.storage.django.prepared import hot_cursor
-from workflows.storage.django.store import RUN_COLUMNS, _claim
-
-RETURNING = ", ".join("workflows_run." + c for c in RUN_COLUMNS)
+from workflows.storage.django.store import CLAIM_RETURNING, _claim
 
 
 def pick_before(workflows: list[str], limit: int, now: dt.datetime) -> tuple[str, list[Any]]:
@@ -31,7 +29,7 @@ def send_as_before(pick: tuple[str, list[Any]], lease: tuple[str, list[Any]]) ->
     with hot_cursor() as cursor:
         cursor.execute(
             f"{statement} FROM ({due}) AS claimed WHERE workflows_run.id = claimed.claim_id"
-            f" RETURNING {RETURNING}, claimed.was_started",
+            f" RETURNING {CLAIM_RETURNING}, claimed.was_started",
             lease_params + due_params,
         )
         return cursor.fetchall()

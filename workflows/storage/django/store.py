@@ -78,6 +78,7 @@ RESUME_MESSAGES = 100
 # The hot reads' texts, built once (not at every call).
 RUN_READ = sql.SELECT_RUN.format(columns=", ".join(RUN_COLUMNS))
 HISTORY_READ = sql.SELECT_HISTORY.format(columns=", ".join(ENTRY_FIELDS))
+CLAIM_RETURNING = ", ".join("workflows_run." + c for c in RUN_COLUMNS)  # what a claim's update returns
 
 
 class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
@@ -409,13 +410,13 @@ def _claim(
     to the end of that transaction, and its other writes must wait for the disk."""
     due, due_params = pick
     statement, lease_params = lease
-    columns = ", ".join("workflows_run." + c for c in RUN_COLUMNS)
     if sql.pg():
         own_transaction = not connection.in_atomic_block
         lazy = f", {sql.LAZY_FLUSH}" if own_transaction else ""
         claim = (
             f"{statement} FROM ({due}) AS claimed{lazy} WHERE workflows_run.id = claimed.claim_id"
-            f" RETURNING {columns}, claimed.was_started, claimed.was_status, claimed.was_owner, claimed.was_due"
+            f" RETURNING {CLAIM_RETURNING}, claimed.was_started, claimed.was_status, claimed.was_owner,"
+            " claimed.was_due"
         )
         if own_transaction and not lock and not park and _pipelines():
             with hot_cursor() as setting, hot_cursor() as cursor:
@@ -442,7 +443,7 @@ def _claim(
         if not was:
             return []
         cursor.execute(
-            f"{statement} WHERE id IN ({sql.marks(len(was))}) RETURNING {columns}",
+            f"{statement} WHERE id IN ({sql.marks(len(was))}) RETURNING {CLAIM_RETURNING}",
             lease_params + [sql.rid(rid) for rid in was],
         )
         return [(*row, *was[str(uuid.UUID(str(row[0])))]) for row in cursor.fetchall()]
