@@ -83,27 +83,23 @@ GENERIC_PLAN = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)
 # another claim changed since the snapshot); the first n of those are taken, and the rest of the
 # locks end with the statement. n is written into the text (a prepared statement per claim size):
 # a generic plan then knows how few rows come out, and joins them to the update by primary key.
+_PICKED = "id, started_at, status, lease_owner, wake_at, priority"  # what _WAS and CLAIM_ORDER read
 CLAIM_DUE_PG = (
-    "SELECT c.id AS claim_id, c.started_at AS was_started, c.status AS was_status,"
-    " c.lease_owner AS was_owner, c.wake_at AS was_due"
-    " FROM unnest(%s::text[]) AS names (name) CROSS JOIN LATERAL"
-    " (SELECT id, started_at, status, lease_owner, wake_at, priority FROM workflows_run"
+    f"SELECT id AS claim_id, {_WAS} FROM unnest(%s::text[]) AS names (name) CROSS JOIN LATERAL"
+    f" (SELECT {_PICKED} FROM workflows_run"
     " WHERE workflow = names.name AND wake_at <= %s AND status IN (%s, %s, %s)"
     f" ORDER BY {CLAIM_ORDER} LIMIT {{limit:d}} FOR UPDATE SKIP LOCKED) AS c"
-    " ORDER BY c.priority DESC, c.wake_at, c.id LIMIT {limit:d}"
+    f" ORDER BY {CLAIM_ORDER} LIMIT {{limit:d}}"
 )
 # SQLite: the same, one ordered read per workflow (`UNION ALL` of each workflow's first n, in
 # claim order), then the first n of those: no sort of the whole backlog either (writers are
 # serialised: nothing to lock or skip). Up to SQLITE_PER_WORKFLOW_MAX workflows (SQLite caps a
 # compound SELECT at 500 parts); beyond, CLAIM_DUE.
 _CLAIM_ONE_WORKFLOW = (
-    "SELECT * FROM (SELECT id, started_at, status, lease_owner, wake_at, priority FROM workflows_run"
+    f"SELECT * FROM (SELECT {_PICKED} FROM workflows_run"
     f" WHERE workflow = %s AND wake_at <= %s AND status IN (%s, %s, %s) ORDER BY {CLAIM_ORDER} LIMIT %s)"
 )
-CLAIM_DUE_SQLITE = (
-    "SELECT id AS claim_id, started_at AS was_started, status AS was_status, lease_owner AS was_owner,"
-    " wake_at AS was_due FROM ({parts}) ORDER BY priority DESC, wake_at, id LIMIT %s"
-)
+CLAIM_DUE_SQLITE = f"SELECT id AS claim_id, {_WAS} FROM ({{parts}}) ORDER BY {CLAIM_ORDER} LIMIT %s"
 SQLITE_PER_WORKFLOW_MAX = 100
 # Runs of concurrency groups: the first due runs (in claim order) of groups that have a free slot,
 # at most `max - executing` of a group, executing meaning running under a live lease (a crashed
