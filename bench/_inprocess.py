@@ -42,15 +42,15 @@ def _make_store():
     from workflows.storage.django import DjangoStore
 
     class TimedStore(DjangoStore):
-        """The real store as `runworkflows` builds it (a pool of database threads), noting when a
-        run's completion commit returned (in the database thread)."""
+        """The real store as `runworkflows` builds it (a pool of database threads, commits on its
+        async connection), noting when a run's completion commit returned to the runner."""
 
         def __init__(self) -> None:
             super().__init__(db_threads=4)
             self.completed: dict[str, float] = {}
 
-        def commit(self, *, run_id, owner, commit, now):
-            result = super().commit(run_id=run_id, owner=owner, commit=commit, now=now)
+        async def acommit(self, *, run_id, owner, commit, now):
+            result = await super().acommit(run_id=run_id, owner=owner, commit=commit, now=now)
             if commit.transition is not None and commit.transition.status == "completed":
                 self.completed[run_id] = time.perf_counter()
             return result

@@ -38,7 +38,8 @@ def _counting(execute: Callable[..., Any], sql: str, params: Any, many: bool, co
 
 def install_counter() -> None:
     """Count every statement sent through a Django connection (the store's database threads
-    included: each new connection gets the wrapper). BEGIN/COMMIT are not statements here."""
+    included: each new connection gets the wrapper); `_runs` adds the commits the store sent on
+    its async connection. BEGIN/COMMIT are not statements here."""
     from django.db.backends.signals import connection_created
 
     def on_created(sender: Any, connection: Any, **kwargs: Any) -> None:
@@ -74,6 +75,8 @@ async def _runs(plan: list[tuple[str, str]]) -> list[tuple[str, float, float]]:
                 raise RuntimeError(f"{workflow} ended {info.status}")
             out.append((workflow, t1 - t0, store.completed[handle.run_id] - t0))
     finally:
+        if COUNTING:  # the step commits sent on the store's async connection (not Django's)
+            STATEMENTS["all"] += getattr(store._group, "async_statements", 0)
         store.close()
     return out
 

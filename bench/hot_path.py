@@ -8,14 +8,16 @@ timed test.
 1. Prepared statements (WORKFLOWS["PREPARED_STATEMENTS"]): a step's commit, a run read and a
    history read through the real DjangoStore in this process, alternately with the setting on and
    off (one call each in turn), median ms per call.
-2. Group commit, a lone commit (WORKFLOWS["GROUP_COMMIT"]): one step commit at a time through a
-   runner's store (database threads) with the group queue and through one without, alternately:
-   what the queue costs when there is nothing to group.
+2. A lone step commit from the event loop through a runner's store, three ways alternately (one
+   commit each in turn): on the store's async connection (WORKFLOWS["ASYNC_COMMITS"], as now),
+   through a database thread with the group queue (ASYNC_COMMITS off), and through a thread
+   directly (GROUP_COMMIT off too): what the hop and the queue cost when there is nothing to group.
 3. The hop to a database thread: `SELECT 1` from the event loop through the store's thread, and on
    psycopg's async connection (no hop), alternately: the cost of a direction not taken yet.
-4. Group commit under load: N runs x 10 steps drained by 2 `runworkflows --concurrency 20`
-   processes, the setting on and off in alternate rounds: steps/s (from the steps' own
-   timestamps), the runners' CPU per step, and how many step commits went per statement.
+4. Under load: N runs x 10 steps drained by 2 `runworkflows --concurrency 20` processes, in
+   alternate rounds: commits on the async connection with group commit (as now), on it without
+   group commit, and through the database threads with group commit (ASYNC_COMMITS off): steps/s
+   (from the steps' own timestamps), the runners' CPU per step, and step commits per statement.
 5. A claim of 1 run and of 20 over a due backlog of 100, 1,000 and 10,000 runs of 3 workflows (analyzed,
    the claimed runs put back untimed after each claim), three ways alternately: as before (one
    ordered scan of every due run of the runner's workflows, one prepared statement, its commit
@@ -121,28 +123,43 @@ def prepared(calls: int) -> dict[str, dict[str, float]]:
     return {name: {"on": _median_ms(t[True]), "off": _median_ms(t[False])} for name, t in times.items()}
 
 
+LONE_WAYS = {  # label: the settings its store is built with
+    "async connection": {"ASYNC_COMMITS": True, "GROUP_COMMIT": True},
+    "thread, group queue": {"ASYNC_COMMITS": False, "GROUP_COMMIT": True},
+    "thread, direct": {"ASYNC_COMMITS": False, "GROUP_COMMIT": False},
+}
+
+
 async def _lone_commits(calls: int, runs: list[Any]) -> dict[str, float]:
+    from django.conf import settings
+
     from workflows.storage.django import DjangoStore
 
-    grouped, plain = DjangoStore(db_threads=4), DjangoStore(db_threads=4)
-    plain._group = None  # this one commits as without group commit
-    times: dict[str, list[float]] = {"group queue": [], "direct": []}
+    base = dict(settings.WORKFLOWS)
+    stores = {}
+    try:
+        for label, ways in LONE_WAYS.items():
+            settings.WORKFLOWS = {**base, **ways}
+            stores[label] = DjangoStore(db_threads=4)
+    finally:
+        settings.WORKFLOWS = base
+    times: dict[str, list[float]] = {label: [] for label in LONE_WAYS}
     try:
         for position in range(calls):
-            for label, store, run in (("group queue", grouped, runs[0]), ("direct", plain, runs[1])):
+            for (label, store), run in zip(stores.items(), runs, strict=True):
                 t0 = time.perf_counter()
                 await store.acommit(run_id=run.id, owner="bench", commit=_step(position), now=_now())
                 times[label].append(time.perf_counter() - t0)
     finally:
-        grouped.close()
-        plain.close()
+        for store in stores.values():
+            store.close()
     return {label: _median_ms(t) for label, t in times.items()}
 
 
 def lone_commits(calls: int) -> dict[str, float]:
     from bench._inprocess import _in_loop
 
-    return _in_loop(_lone_commits(calls, _claimed(2, "lone")))
+    return _in_loop(_lone_commits(calls, _claimed(len(LONE_WAYS), "lone")))
 
 
 async def _hops(calls: int) -> dict[str, float]:
@@ -183,6 +200,13 @@ def hops(calls: int) -> dict[str, float]:
     return _in_loop(_hops(calls))
 
 
+LOAD_WAYS = {  # label: the runners' settings
+    "async connection, group commit": {"ASYNC_COMMITS": True, "GROUP_COMMIT": True},
+    "async connection alone": {"ASYNC_COMMITS": True, "GROUP_COMMIT": False},
+    "threads, group commit": {"ASYNC_COMMITS": False, "GROUP_COMMIT": True},
+}
+
+
 def under_load(runs: int, rounds: int) -> list[dict[str, Any]]:
     from bench._db import create_pending_runs, reset_tables
     from bench._procs import RunnerProcess, group_commit_figures, throughput_figures
@@ -191,13 +215,10 @@ def under_load(runs: int, rounds: int) -> list[dict[str, Any]]:
 
     out = []
     for round_ in range(rounds):
-        for on in (True, False):
+        for way, (label, ways) in enumerate(LOAD_WAYS.items()):
             reset_tables()
-            label = "on" if on else "off"
-            progress(f"group commit {label}: {runs} x 10 steps, 2 runner processes (round {round_ + 1})")
-            runners = [
-                RunnerProcess("postgres", f"hot-{label}-{i}", settings={"GROUP_COMMIT": on}) for i in range(2)
-            ]
+            progress(f"{label}: {runs} x 10 steps, 2 runner processes (round {round_ + 1})")
+            runners = [RunnerProcess("postgres", f"hot-{way}-{i}", settings=ways) for i in range(2)]
             try:
                 for r in runners:
                     r.wait_started()
@@ -285,21 +306,20 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
         lines.append(
             f"| {name} | {figure['on']:.3f} | {figure['off']:.3f} | {figure['on'] / figure['off']:.2f} |"
         )
-    lone = results["lone"]
     lines += [
         "",
-        f"lone step commit through a runner's store, median: through the group queue {lone['group queue']:.3f} ms, "
-        f"direct {lone['direct']:.3f} ms",
+        "lone step commit from the event loop through a runner's store, median: "
+        + ", ".join(f"{label} {ms:.3f} ms" for label, ms in results["lone"].items()),
         "",
         "SELECT 1 from the event loop, median: "
         + ", ".join(f"{label} {ms:.3f} ms" for label, ms in results["hops"].items()),
         "",
-        "| group commit under load | steps/s | runner CPU ms/step | step commits per statement |",
+        "| under load | steps/s | runner CPU ms/step | step commits per statement |",
         "|---|---|---|---|",
     ]
     for figures in results["load"]:
         grouped = figures["group_commit"]
-        per = f"{grouped['commits'] / grouped['statements']:.1f}" if grouped["statements"] else "1 (off)"
+        per = f"{grouped['commits'] / grouped['statements']:.1f}" if grouped["statements"] else "1"
         lines.append(
             f"| {figures['setting']} | {figures['steps_per_s']:,.0f} | "
             f"{figures['runner_cpu_ms_per_step']:.3f} | {per} |"
@@ -329,7 +349,7 @@ def main() -> None:
         results: dict[str, Any] = {"load_start": " ".join(f"{x:.2f}" for x in os.getloadavg())}
         progress("prepared statements on and off")
         results["prepared"] = prepared(sizes["calls"])
-        progress("a lone commit through the group queue and directly")
+        progress("a lone commit on the async connection, through the group queue, directly")
         results["lone"] = lone_commits(sizes["calls"])
         progress("SELECT 1 through a database thread and on an async connection")
         results["hops"] = hops(sizes["calls"])

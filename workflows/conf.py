@@ -74,6 +74,10 @@ GROUP_COMMIT (default `True`)
     PostgreSQL, in a runner: step commits of several runs ready at the same moment are written
     as one statement (one round trip, one transaction), each still fenced by its own lease; a
     lone commit goes out at once, alone. `False`: every commit is its own statement.
+ASYNC_COMMITS (default `True`)
+    PostgreSQL, in a runner: a step's commit (one statement) is sent from the runner's event
+    loop on a connection of its own (psycopg's async connection), not through a database
+    thread. `False`: every commit goes through the database threads.
 """
 
 from __future__ import annotations
@@ -121,6 +125,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_VALUE_BYTES": 1024 * 1024,
     "PREPARED_STATEMENTS": True,
     "GROUP_COMMIT": True,
+    "ASYNC_COMMITS": True,
 }
 
 

@@ -91,8 +91,9 @@ def test_claims_bench__small_sqlite_run_prints_every_situation(tmp_path):
 def test_hot_path_bench__quick_run_prints_each_change_on_and_off(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_PG_DATABASE", "bench_hot_path_smoke")  # never the one people bench in
     done = run_bench(tmp_path, "hot_path.py", "--quick")
-    for label in ("a step's commit", "a run read", "a 10-step history read", "through the group queue"):
+    for label in ("a step's commit", "a run read", "a 10-step history read", "thread, group queue"):
         assert label in done.stdout, done.stdout
-    rows = [line for line in done.stdout.splitlines() if line.startswith(("| on |", "| off |"))]
-    assert len(rows) == 2, done.stdout
+    ways = ("| async connection, group commit |", "| async connection alone |", "| threads, group commit |")
+    rows = [line for line in done.stdout.splitlines() if line.startswith(ways)]
+    assert len(rows) == 3, done.stdout
     assert "per statement" in done.stdout

@@ -1,6 +1,8 @@
-"""Group commit (PostgreSQL, a runner's store with database threads): step commits of several runs
-queued while every thread is busy go out as one statement; each is still fenced by its own lease,
-and one run's failure stays its own."""
+"""Group commit (PostgreSQL, a runner's store): step commits of several runs ready at the same time
+go out as one statement; each is still fenced by its own lease, and one run's failure stays its
+own. Both commit paths: on the store's async connection (the default: commits made ready in one
+turn of the loop, or while a statement is in flight, share the next) and through the database
+threads (ASYNC_COMMITS off: commits queued while every thread is busy share the next)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from django.db import IntegrityError, OperationalError, connection
 from workflows.core.exceptions import LeaseLost, StoreUnavailable
 from workflows.core.records import AttemptWrite, Commit, EntryWrite, Transition
 from workflows.models import Entry, Run
-from workflows.storage.django import DjangoStore, group_commit, writes
+from workflows.storage.django import DjangoStore, async_commits, group_commit, writes
+from workflows.storage.django.async_commits import AsyncCommits
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),  # the store's threads must see the rows
@@ -46,9 +49,21 @@ def claimed_runs(n: int) -> list[str]:
     return [r.id for r in runs]
 
 
-async def _commit_while_threads_busy(store: DjangoStore, commits: list[tuple[str, str, Commit]]) -> list:
-    """Hold every database thread, queue the commits, then let the threads go: the first one free
-    takes every commit queued by then."""
+@pytest.fixture(params=["async", "threads"], autouse=True)
+def path(request, settings):
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "ASYNC_COMMITS": request.param == "async"}
+    return request.param
+
+
+async def _commit_together(store: DjangoStore, commits: list[tuple[str, str, Commit]]) -> list:
+    """Make the commits ready at the same time. Async path: in one turn of the loop. Threads: hold
+    every database thread, queue the commits, then let the threads go (the first one free takes
+    every commit queued by then)."""
+    if isinstance(store._group, AsyncCommits):
+        return await asyncio.gather(
+            *[store.acommit(run_id=run_id, owner=owner, commit=c, now=now()) for run_id, owner, c in commits],
+            return_exceptions=True,
+        )
     release = threading.Event()
     holding = [asyncio.ensure_future(store.run_sync(release.wait, 10)) for _ in range(THREADS)]
     await asyncio.sleep(0.05)
@@ -74,7 +89,7 @@ def test_commits_queued_together_share_one_statement():
     runs = claimed_runs(6)
 
     async def go(store):
-        return await _commit_while_threads_busy(store, [(r, "a", a_step(0)) for r in runs])
+        return await _commit_together(store, [(r, "a", a_step(0)) for r in runs])
 
     store, results = run_in_store(go)
     assert store._group is not None and store._group.largest_batch == 6
@@ -90,7 +105,7 @@ def test_a_lost_lease_loses_only_its_own_commit():
     runs = claimed_runs(3)
 
     async def go(store):
-        return await _commit_while_threads_busy(
+        return await _commit_together(
             store,
             [(runs[0], "a", a_step(0)), (runs[1], "someone-else", a_step(0)), (runs[2], "a", a_step(0))],
         )
@@ -107,7 +122,7 @@ def test_a_failing_commit_fails_alone_and_the_others_land():
     DjangoStore().commit(run_id=runs[1], owner="a", commit=a_step(0), now=now())  # position 0 taken
 
     async def go(store):
-        return await _commit_while_threads_busy(store, [(r, "a", a_step(0, output="x")) for r in runs])
+        return await _commit_together(store, [(r, "a", a_step(0, output="x")) for r in runs])
 
     _store, results = run_in_store(go)
     assert isinstance(results[1], IntegrityError)  # its own error, raised to its own waiter
@@ -132,7 +147,7 @@ def test_a_transition_never_shares_a_statement():
     ending.transition = Transition(status="completed", result=7)
 
     async def go(store):
-        return await _commit_while_threads_busy(
+        return await _commit_together(
             store, [(runs[0], "a", a_step(0)), (runs[1], "a", ending), (runs[2], "a", a_step(0))]
         )
 
@@ -142,16 +157,25 @@ def test_a_transition_never_shares_a_statement():
     assert Run.objects.get(id=runs[1]).status == "completed" and Run.objects.get(id=runs[1]).result == 7
 
 
-def test_off(settings):
+def test_off(settings, path):
+    """Without group commit each commit is a statement of its own: through the threads, or on the
+    async connection one at a time."""
     settings.WORKFLOWS = {**settings.WORKFLOWS, "GROUP_COMMIT": False}
-    store = DjangoStore(db_threads=THREADS)
-    try:
+    runs = claimed_runs(3)
+
+    async def go(store):
+        return await _commit_together(store, [(r, "a", a_step(0)) for r in runs])
+
+    store, results = run_in_store(go)
+    assert all(not isinstance(r, BaseException) for r in results), results
+    if path == "threads":
         assert store._group is None
-    finally:
-        store.close()
+    else:
+        assert store._group.largest_batch == 1 and store._group.statements == 3
+    assert Entry.objects.filter(run_id__in=runs).count() == 3
 
 
-def test_a_connection_failure_under_a_group_fails_every_waiter_and_sends_nothing_again(monkeypatch):
+def test_a_connection_failure_under_a_group_fails_every_waiter_and_sends_nothing_again(monkeypatch, path):
     """Whether a statement landed is unknown when its connection fails: nothing is sent again
     (a second write of a landed step would break its history); each waiter gets StoreUnavailable
     and re-reads its history, as after any store failure."""
@@ -160,10 +184,28 @@ def test_a_connection_failure_under_a_group_fails_every_waiter_and_sends_nothing
     def connection_lost(commits):
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(writes, "commit_group", connection_lost)
+    class LostCursor:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        async def __aenter__(self):
+            return self
+
+        async def __aexit__(self, *exc):
+            return False
+
+        async def execute(self, *args, **kwargs):
+            import psycopg
+
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    if path == "threads":
+        monkeypatch.setattr(writes, "commit_group", connection_lost)
+    else:
+        monkeypatch.setattr("psycopg.AsyncConnection.cursor", LostCursor)
 
     async def go(store):
-        return await _commit_while_threads_busy(store, [(r, "a", a_step(0)) for r in runs])
+        return await _commit_together(store, [(r, "a", a_step(0)) for r in runs])
 
     store, results = run_in_store(go)
     assert store._group.largest_batch == 3
@@ -177,10 +219,10 @@ def test_a_group_refused_before_the_server_saw_it_is_sent_again_commit_by_commit
     def refused(commits):
         raise ValueError("a value refused while building the statement")
 
-    monkeypatch.setattr(writes, "commit_group", refused)
+    monkeypatch.setattr(writes, "group_statement", refused)
 
     async def go(store):
-        return await _commit_while_threads_busy(store, [(r, "a", a_step(0)) for r in runs])
+        return await _commit_together(store, [(r, "a", a_step(0)) for r in runs])
 
     _store, results = run_in_store(go)
     assert all(not isinstance(r, BaseException) for r in results), results
@@ -204,12 +246,11 @@ def test_more_commits_than_one_statement_takes_all_land(monkeypatch):
     """A job takes at most MAX_BATCH commits; the rest get a job of their own, even when no
     further commit comes to start one."""
     monkeypatch.setattr(group_commit, "MAX_BATCH", 4)
+    monkeypatch.setattr(async_commits, "MAX_BATCH", 4)
     runs = claimed_runs(10)
 
     async def go(store):
-        return await asyncio.wait_for(
-            _commit_while_threads_busy(store, [(r, "a", a_step(0)) for r in runs]), 30
-        )
+        return await asyncio.wait_for(_commit_together(store, [(r, "a", a_step(0)) for r in runs]), 30)
 
     store, results = run_in_store(go)
     assert all(not isinstance(r, BaseException) for r in results), results
@@ -229,7 +270,7 @@ def test_commits_of_different_shapes_in_one_statement_each_get_their_own_outcome
     commits = [(r, "a", a_step(0, output=f"full {n}") if n % 2 else bare(0)) for n, r in enumerate(runs)]
 
     async def go(store):
-        return await _commit_while_threads_busy(store, commits)
+        return await _commit_together(store, commits)
 
     store, results = run_in_store(go)
     assert store._group.largest_batch == 6

@@ -1,6 +1,8 @@
-"""Group commit: step commits of several runs that are ready at the same moment go to PostgreSQL
-as one statement (`writes.commit_group`): one round trip, one transaction, one WAL flush, each
-run's writes still fenced by its own lease.
+"""Group commit through the database threads: step commits of several runs that are ready at the
+same moment go to PostgreSQL as one statement (`writes.commit_group`): one round trip, one
+transaction, one WAL flush, each run's writes still fenced by its own lease. This is the path with
+WORKFLOWS["ASYNC_COMMITS"] off; by default a runner sends its step commits from its event loop
+(`async_commits`), which groups them in its own way.
 
 Nothing waits to fill a batch. A queued commit hands a job to the store's database threads at the
 end of the event loop's turn (so commits made ready in the same turn join it) unless a job is
@@ -79,6 +81,12 @@ class GroupCommits:
         self.largest_batch = 0  # the most commits one statement carried (tests, benchmarks)
         self.commits = 0  # commits written through the queue
         self.statements = 0  # ... in this many statements
+
+    def accepts(self, commit: Commit) -> bool:
+        return groupable(commit)
+
+    def close(self) -> None:
+        """Nothing of its own to close: the store closes its threads."""
 
     async def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
         loop = asyncio.get_running_loop()

@@ -34,28 +34,28 @@ from django.db.backends.utils import CursorWrapper
 # psycopg prepares only when a connection has a threshold; Django sets none (a connection then
 # prepares nothing). This one is high enough that nothing is ever prepared for being repeated:
 # only the statements sent here with prepare=True are.
-_NEVER_BY_COUNT = 2**31 - 1
+NEVER_BY_COUNT = 2**31 - 1
 
 
 @contextmanager
 def hot_cursor() -> Iterator[CursorWrapper]:
     """Django's cursor, whose statements are prepared on PostgreSQL (unless turned off)."""
     wrapper = connection.cursor()
-    if connection.vendor == "postgresql" and _enabled():
+    if connection.vendor == "postgresql" and enabled():
         wrapper.cursor.close()
         wrapper.cursor = _preparing_cursor(connection.connection)
     with wrapper:
         yield wrapper
 
 
-def _enabled() -> bool:
+def enabled() -> bool:
     """`WORKFLOWS["PREPARED_STATEMENTS"]`, default True (read here: `workflows.conf` imports the store)."""
     return bool(getattr(settings, "WORKFLOWS", {}).get("PREPARED_STATEMENTS", True))
 
 
 def _preparing_cursor(raw: Any) -> Any:
     if raw.prepare_threshold is None:
-        raw.prepare_threshold = _NEVER_BY_COUNT
+        raw.prepare_threshold = NEVER_BY_COUNT
     return _cursor_class()(raw)
 
 
@@ -64,9 +64,45 @@ def _cursor_class() -> type:
     """Built on first use: Django's PostgreSQL backend imports psycopg, which a SQLite-only
     install may lack."""
     from django.db.backends.postgresql import base
-    from psycopg import _queries
 
     server_binding: Any = base.ServerBindingCursor  # psycopg's Cursor with Django's mixin
+
+    class PreparingCursor(server_binding):
+        """Binds on the server and prepares every statement it executes."""
+
+        _query_cls = query_class()
+
+        def execute(
+            self, query: Any, params: Any = None, *, prepare: bool | None = None, **kwargs: Any
+        ) -> Any:
+            return super().execute(query, params, prepare=True if prepare is None else prepare, **kwargs)
+
+        def _send_query_prepared(self, name: bytes, pgq: Any, **kwargs: Any) -> None:
+            # psycopg notes the query it sends only when it is not prepared; Django reads that note
+            # for `connection.queries` and query capture (last_executed_query), so note it here too.
+            self._query = pgq
+            super()._send_query_prepared(name, pgq, **kwargs)
+
+    return PreparingCursor
+
+
+@cache
+def async_cursor_class() -> type:
+    """psycopg's async cursor with the same parse-once queries (the async commit path's)."""
+    import psycopg
+
+    class ParsedOnceAsyncCursor(psycopg.AsyncCursor[Any]):
+        _query_cls = query_class()
+
+    return ParsedOnceAsyncCursor
+
+
+@cache
+def query_class() -> type:
+    """psycopg's query class that parses each statement text once, if the installed psycopg
+    takes it; else psycopg's own (the same statements, only parsed at every execution)."""
+    from psycopg import _queries
+
     parsed = lru_cache(maxsize=256)(_queries._query2pg_nocache)
 
     class ParsedOnce(_queries.PostgresQuery):
@@ -84,23 +120,7 @@ def _cursor_class() -> type:
             self.dump(vars)
             return None
 
-    class PreparingCursor(server_binding):
-        """Binds on the server and prepares every statement it executes."""
-
-        _query_cls = ParsedOnce if _converts(ParsedOnce) else _queries.PostgresQuery
-
-        def execute(
-            self, query: Any, params: Any = None, *, prepare: bool | None = None, **kwargs: Any
-        ) -> Any:
-            return super().execute(query, params, prepare=True if prepare is None else prepare, **kwargs)
-
-        def _send_query_prepared(self, name: bytes, pgq: Any, **kwargs: Any) -> None:
-            # psycopg notes the query it sends only when it is not prepared; Django reads that note
-            # for `connection.queries` and query capture (last_executed_query), so note it here too.
-            self._query = pgq
-            super()._send_query_prepared(name, pgq, **kwargs)
-
-    return PreparingCursor
+    return ParsedOnce if _converts(ParsedOnce) else _queries.PostgresQuery
 
 
 def _converts(query_class: type) -> bool:

@@ -51,8 +51,9 @@ from ...core.records import (
 )
 from ...models import Message, Run
 from ..base import Store
-from . import limits, notify, sql, writes
-from .group_commit import GroupCommits, groupable
+from . import async_commits, limits, notify, prepared, sql, writes
+from .async_commits import AsyncCommits
+from .group_commit import GroupCommits
 from .prepared import hot_cursor
 from .presence import DjangoPresence
 from .reconnect import reconnecting
@@ -94,9 +95,19 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         if db_threads is not None:
             self._threads = 1 if connection.vendor == "sqlite" else max(1, db_threads)
             self._executor = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="workflows-db")
-        self._group: GroupCommits | None = None
-        if self._executor is not None and connection.vendor == "postgresql" and _group_commit_enabled():
-            self._group = GroupCommits(self._executor.submit, self.commit)
+        # A runner's store on PostgreSQL: its step commits go from the event loop on an async
+        # connection of its own (`async_commits`), or, with ASYNC_COMMITS off, through the
+        # threads with group commit (`group_commit`); everything else goes through the threads.
+        self._group: AsyncCommits | GroupCommits | None = None
+        if self._executor is not None and connection.vendor == "postgresql":
+            if _setting("ASYNC_COMMITS"):
+                self._group = AsyncCommits(
+                    connect=self._async_connection,
+                    alone=self._commit_in_thread,
+                    group=_setting("GROUP_COMMIT"),
+                )
+            elif _setting("GROUP_COMMIT"):
+                self._group = GroupCommits(self._executor.submit, self.commit)
 
     async def run_sync(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self._executor is None:
@@ -121,6 +132,16 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             for _ in range(self._threads):
                 self._executor.submit(close_this_threads_connection)
             self._executor.shutdown(wait=True)
+        if self._group is not None:
+            self._group.close()
+
+    async def _async_connection(self) -> Any:
+        params, role = await self.run_sync(_connection_params)
+        return await async_commits.open_connection(params, prepared.enabled(), role)
+
+    async def _commit_in_thread(self, pending: writes.Pending) -> CommitResult:
+        run_id, owner, commit, now = pending
+        return await self.run_sync(self.commit, run_id=run_id, owner=owner, commit=commit, now=now)
 
     # --- runs -----------------------------------------------------------------------------------
 
@@ -313,9 +334,9 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         return writes.commit(run_id, owner, commit, now)
 
     async def acommit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
-        """A runner's store on PostgreSQL: a step's commit may share one statement with the
-        commits of other runs that are ready at the same moment (`group_commit`)."""
-        if self._group is not None and groupable(commit):
+        """A runner's store on PostgreSQL: a step's commit goes on the async path, where it may
+        share one statement with the commits of other runs ready at the same moment."""
+        if self._group is not None and self._group.accepts(commit):
             return await self._group.commit(run_id=run_id, owner=owner, commit=commit, now=now)
         return await self.run_sync(self.commit, run_id=run_id, owner=owner, commit=commit, now=now)
 
@@ -449,9 +470,15 @@ def _claim(
         return [(*row, *was[str(uuid.UUID(str(row[0])))]) for row in cursor.fetchall()]
 
 
-def _group_commit_enabled() -> bool:
-    """`WORKFLOWS["GROUP_COMMIT"]`, default True (read here: `workflows.conf` imports the store)."""
-    return bool(getattr(settings, "WORKFLOWS", {}).get("GROUP_COMMIT", True))
+def _setting(name: str) -> bool:
+    """`WORKFLOWS["GROUP_COMMIT"]` or `["ASYNC_COMMITS"]`, default True (read here:
+    `workflows.conf` imports the store)."""
+    return bool(getattr(settings, "WORKFLOWS", {}).get(name, True))
+
+
+def _connection_params() -> tuple[dict[str, Any], str | None]:
+    """In a database thread: what Django would connect with, and the role it would assume."""
+    return connection.get_connection_params(), connection.settings_dict["OPTIONS"].get("assume_role")
 
 
 @functools.cache

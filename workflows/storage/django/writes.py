@@ -61,24 +61,42 @@ def fits_one_statement(commit: Commit) -> bool:
 
 
 def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
-    ctes, params, selects = _statement_parts(run_id, owner, commit, now)
+    text, params = one_statement(run_id, owner, commit, now)
     with hot_cursor() as cursor:
-        cursor.execute(f"WITH {', '.join(ctes)} SELECT {', '.join(selects)}", params)
+        cursor.execute(text, params)
         row = cursor.fetchone()
-    outcome = _outcome(run_id, owner, commit, row)
-    if isinstance(outcome, LeaseLost):
-        raise outcome
-    return outcome
+    result = outcome(run_id, owner, commit, row)
+    if isinstance(result, LeaseLost):
+        raise result
+    return result
 
 
-def commit_group(commits: list[tuple[str, str, Commit, dt.datetime]]) -> list[CommitResult | LeaseLost]:
+Pending = tuple[str, str, Commit, dt.datetime]  # run id, owner, commit, now
+
+
+def one_statement(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> tuple[str, list[Any]]:
+    """A commit of the one-statement kind (`fits_one_statement`) as one statement and its parameters."""
+    ctes, params, selects = _statement_parts(run_id, owner, commit, now)
+    return f"WITH {', '.join(ctes)} SELECT {', '.join(selects)}", params
+
+
+def commit_group(commits: list[Pending]) -> list[CommitResult | LeaseLost]:
     """Several runs' commits, each of the one-statement kind (`fits_one_statement`), as ONE
-    statement: one round trip, one transaction, one WAL flush. Each run's CTEs hang off its own
-    fenced run update, so a lost lease loses that commit only (its LeaseLost is returned, not
-    raised). Any error (a constraint, a deadlock) rolls the whole statement back: nothing of it
-    was written. Prepared like the single commit: a busy runner repeats a few shapes."""
-    # In order of shape, so that batches of the same shapes are the same text (one prepared
-    # statement each) whatever order their commits came in.
+    statement (`group_statement`): one round trip, one transaction, one WAL flush. A lost lease
+    loses that commit only (its LeaseLost is returned, not raised). Any error (a constraint, a
+    deadlock) rolls the whole statement back: nothing of it was written."""
+    text, params, order = group_statement(commits)
+    with hot_cursor() as cursor:
+        cursor.execute(text, params)
+        row = cursor.fetchone()
+    return group_outcomes(commits, order, row)
+
+
+def group_statement(commits: list[Pending]) -> tuple[str, list[Any], list[int]]:
+    """The commits as one statement, its parameters, and the order their parts go in. Each run's
+    CTEs hang off its own fenced run update. In order of shape, so that batches of the same shapes
+    are the same text (one prepared statement each) whatever order their commits came in: a busy
+    runner repeats a few shapes."""
     order = sorted(range(len(commits)), key=lambda i: _shape(commits[i][2]))
     ctes: list[str] = []
     params: list[Any] = []
@@ -89,13 +107,15 @@ def commit_group(commits: list[tuple[str, str, Commit, dt.datetime]]) -> list[Co
         ctes += more_ctes
         params += more_params
         selects += more_selects
-    with hot_cursor() as cursor:
-        cursor.execute(f"WITH {', '.join(ctes)} SELECT {', '.join(selects)}", params)
-        row = cursor.fetchone()
+    return f"WITH {', '.join(ctes)} SELECT {', '.join(selects)}", params, order
+
+
+def group_outcomes(commits: list[Pending], order: list[int], row: Any) -> list[CommitResult | LeaseLost]:
+    """Each commit's outcome, in the order the commits were given, from the group statement's row."""
     outcomes: list[CommitResult | LeaseLost] = [LeaseLost("not written")] * len(commits)
     for n, i in enumerate(order):
         run_id, owner, commit, _now = commits[i]
-        outcomes[i] = _outcome(run_id, owner, commit, row[3 * n : 3 * n + 3])
+        outcomes[i] = outcome(run_id, owner, commit, row[3 * n : 3 * n + 3])
     return outcomes
 
 
@@ -115,7 +135,8 @@ def _shape(commit: Commit) -> tuple[Any, ...]:
     )
 
 
-def _outcome(run_id: str, owner: str, commit: Commit, row: Any) -> CommitResult | LeaseLost:
+def outcome(run_id: str, owner: str, commit: Commit, row: Any) -> CommitResult | LeaseLost:
+    """What a statement's row (or its slice of a group's) says of a commit: LeaseLost returned, not raised."""
     cancel_requested, entry_id, _notified = row
     if cancel_requested is None:
         return LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")

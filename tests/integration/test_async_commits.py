@@ -1,0 +1,197 @@
+"""The async commit path (PostgreSQL, a runner's store): step commits sent from the event loop on
+the store's own psycopg connection. What it must do beyond writing (`test_group_commit.py` covers
+the writing): survive its connection failing, a waiter cancelled mid-statement, a new event loop,
+and prepare its statements only when PREPARED_STATEMENTS says so."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+import time
+
+import psycopg
+import pytest
+from django.db import connection
+
+from workflows.core.exceptions import LeaseLost, StoreUnavailable
+from workflows.core.records import AttemptWrite, Commit, EntryWrite
+from workflows.models import Entry
+from workflows.storage.django import DjangoStore
+from workflows.storage.django.async_commits import AsyncCommits
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),  # the store's own connections must see the rows
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="the async commit path is PostgreSQL's"),
+]
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def a_step(position: int) -> Commit:
+    entry = EntryWrite(
+        id=None, scope="", position=position, name=f"s{position}", kind="step", status="completed",
+        output=position, attempts=1,
+    )  # fmt: skip
+    return Commit(
+        entries=[(entry, AttemptWrite(number=1, started_at=now(), finished_at=now(), outcome="ok"))]
+    )
+
+
+def claimed_run() -> str:
+    store = DjangoStore()
+    store.get_or_create_run(workflow="wf", key=["k"], version="v", initial_state={}, now=now())
+    [run] = store.claim(owner="a", workflows=["wf"], limit=1, lease_seconds=30, now=now())
+    return run.id
+
+
+@pytest.fixture
+def store():
+    store = DjangoStore(db_threads=2)
+    assert isinstance(store._group, AsyncCommits)
+    yield store
+    store.close()
+
+
+def libpq_params() -> dict:
+    settings = connection.settings_dict
+    return {
+        "dbname": settings["NAME"],
+        "user": settings["USER"],
+        "host": settings["HOST"],
+        "port": settings["PORT"],
+    }
+
+
+def wait_for(condition, what: str, deadline: float = 10.0):
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_connection_cut_under_it_says_unavailable_and_the_next_commit_reconnects(store):
+    run_id = claimed_run()
+
+    async def go():
+        await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
+        pid = store._group._conn.info.backend_pid
+        with psycopg.connect(**libpq_params(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        with pytest.raises(StoreUnavailable):
+            await store.acommit(run_id=run_id, owner="a", commit=a_step(1), now=now())
+        await store.acommit(run_id=run_id, owner="a", commit=a_step(1), now=now())
+        return pid, store._group._conn.info.backend_pid
+
+    before, after = asyncio.run(go())
+    assert before != after
+    assert sorted(Entry.objects.filter(run_id=run_id).values_list("position", flat=True)) == [0, 1]
+
+
+def test_a_waiter_cancelled_mid_statement_leaves_the_path_working(store):
+    """The statement goes on without its waiter (as a database thread's would); the connection
+    is not left mid-query, and the next commit lands."""
+    run_id = claimed_run()
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_run_row():
+        with psycopg.connect(**libpq_params()) as other:
+            other.execute("SELECT 1 FROM workflows_run WHERE id = %s FOR UPDATE", [run_id])
+            locked.set()
+            release.wait(10)
+            other.commit()
+
+    holder = threading.Thread(target=hold_the_run_row)
+    holder.start()
+    try:
+        assert locked.wait(10)
+
+        async def go():
+            waiting = asyncio.ensure_future(
+                store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
+            )
+            await asyncio.to_thread(
+                wait_for,
+                lambda: _waits_on_a_lock(store._group._conn and store._group._conn.info.backend_pid),
+                "the commit to wait on the row lock",
+            )
+            waiting.cancel()
+            release.set()
+            await store.acommit(run_id=run_id, owner="a", commit=a_step(1), now=now())
+            return waiting.cancelled()
+
+        assert asyncio.run(go())
+    finally:
+        release.set()
+        holder.join(10)
+    assert sorted(Entry.objects.filter(run_id=run_id).values_list("position", flat=True)) == [0, 1]
+
+
+def _waits_on_a_lock(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    with psycopg.connect(**libpq_params(), autocommit=True) as admin:
+        row = admin.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+def test_a_new_event_loop_gets_a_connection_of_its_own(store):
+    run_id = claimed_run()
+
+    async def commit(position: int) -> int:
+        await store.acommit(run_id=run_id, owner="a", commit=a_step(position), now=now())
+        return store._group._conn.info.backend_pid
+
+    first = asyncio.run(commit(0))
+    second = asyncio.run(commit(1))
+    assert first != second
+    assert Entry.objects.filter(run_id=run_id).count() == 2
+
+
+def test_a_lost_lease_alone_is_raised_and_writes_nothing(store):
+    run_id = claimed_run()
+
+    async def go():
+        with pytest.raises(LeaseLost):
+            await store.acommit(run_id=run_id, owner="someone-else", commit=a_step(0), now=now())
+
+    asyncio.run(go())
+    assert not Entry.objects.filter(run_id=run_id).exists()
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_statements_are_prepared_only_when_asked(settings, prepared):
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "PREPARED_STATEMENTS": prepared}
+    run_id = claimed_run()
+    store = DjangoStore(db_threads=1)
+
+    async def go() -> int:
+        for position in range(3):
+            await store.acommit(run_id=run_id, owner="a", commit=a_step(position), now=now())
+        cursor = await store._group._conn.execute("SELECT count(*) FROM pg_prepared_statements")
+        return (await cursor.fetchone())[0]
+
+    try:
+        count = asyncio.run(go())
+    finally:
+        store.close()
+    assert count == (1 if prepared else 0)
+    assert Entry.objects.filter(run_id=run_id).count() == 3
+
+
+def test_closing_the_store_closes_its_connection():
+    run_id = claimed_run()
+    store = DjangoStore(db_threads=1)
+
+    async def go():
+        await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
+        return store._group._conn
+
+    conn = asyncio.run(go())
+    store.close()
+    assert conn.closed

@@ -1,0 +1,198 @@
+"""A runner's step commits sent from its event loop on psycopg's async connection.
+
+Every step ends in one commit statement (`writes.one_statement`). Through a database thread it
+costs a hop to the thread and back and Django's cursor layers on top of the round trip; sent from
+the event loop on a psycopg `AsyncConnection` of the store's own, it costs the round trip alone
+(`bench/hot_path.py` measures both). The rest of the store (claims, reads, the commits that need
+several statements) stays on the database threads.
+
+Group commit comes with it. One statement is in flight at a time; the commits made ready
+meanwhile queue, and the next statement takes them all (up to MAX_BATCH; `writes.group_statement`,
+each run's writes fenced by its own lease): one round trip, one transaction, one WAL flush. Nothing
+waits to fill a batch: a lone commit goes out at the end of the loop's turn. A run's end or
+suspension (a transition) goes alone: it may free a concurrency-group slot, and two unparks of
+one group must not share a statement.
+
+Failures are said as the thread path says them. The connection failing, a deadlock, a timeout
+(psycopg's OperationalError, InterfaceError): every waiter of that statement gets StoreUnavailable
+and nothing is sent again (whether it landed is unknown: the engine re-reads the run's history);
+the connection is dropped and the next commit opens a new one. The server refusing a statement (a
+broken constraint; a value psycopg cannot send) wrote nothing: each of its commits is sent again
+alone through the thread path, which raises the same Django errors a runner without this path
+raises. Written by hand: this is the engine's commit protocol, which no library knows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...core.exceptions import StoreUnavailable
+from ...core.records import Commit, CommitResult
+from . import writes
+from .prepared import NEVER_BY_COUNT, async_cursor_class
+
+MAX_BATCH = 32  # commits per statement: bounds its size (about 30 parameters each)
+
+
+@dataclass
+class _Queued:
+    pending: writes.Pending
+    future: asyncio.Future[CommitResult]
+
+
+class AsyncCommits:
+    """The store's async commit path (one per store; its connection lives in one event loop)."""
+
+    def __init__(
+        self,
+        *,
+        connect: Callable[[], Awaitable[Any]],
+        alone: Callable[[writes.Pending], Awaitable[CommitResult]],
+        group: bool = True,
+    ) -> None:
+        self._connect = connect  # opens the store's async connection (`DjangoStore._async_connection`)
+        self._alone = alone  # the same commit through a database thread (Django's errors)
+        self._max_batch = MAX_BATCH if group else 1
+        self._queue: deque[_Queued] = deque()
+        self._writer: asyncio.Task[None] | None = None
+        self._conn: Any = None  # psycopg.AsyncConnection
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self.largest_batch = 0  # the most commits one statement carried (tests, benchmarks)
+        self.commits = 0  # commits written through this path
+        self.statements = 0  # ... in this many statements
+
+    @property
+    def async_statements(self) -> int:
+        """Statements sent on the async connection (Django's execute wrappers never see them)."""
+        return self.statements
+
+    def accepts(self, commit: Commit) -> bool:
+        return writes.fits_one_statement(commit)
+
+    async def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        loop = asyncio.get_running_loop()
+        queued = _Queued((run_id, owner, commit, now), loop.create_future())
+        self._queue.append(queued)
+        if self._writer is None or self._writer.get_loop() is not loop:
+            self._writer = loop.create_task(self._write_queued())  # starts after this turn
+        return await queued.future
+
+    def close(self) -> None:
+        """The stopping store's: no more commits; the connection closed without its loop (which
+        may be gone already: `runworkflows` closes the store after its loop ended)."""
+        self._closed = True
+        self._forget_connection()
+
+    async def _write_queued(self) -> None:
+        batch: list[_Queued] = []
+        try:
+            while self._queue:
+                batch = self._take()
+                outcomes = await self._write(batch)
+                for queued, outcome in zip(batch, outcomes, strict=True):
+                    _settle(queued.future, outcome)
+                batch = []
+        except BaseException as exc:  # cancelled (a loop closing), or a bug of ours: no waiter hangs
+            failure = StoreUnavailable(f"the commit was not written: {exc!r}")
+            for queued in [*batch, *self._queue]:
+                _settle(queued.future, failure)
+            self._queue.clear()
+            raise
+        finally:
+            self._writer = None
+
+    def _take(self) -> list[_Queued]:
+        """The next statement's commits: a transition alone, else the queued commits without one
+        (a run has one commit queued at most, so runs' commits may go in any order)."""
+        first = self._queue.popleft()
+        if first.pending[2].transition is not None:
+            return [first]
+        batch: list[_Queued] = [first]
+        passed_over: list[_Queued] = []
+        while self._queue and len(batch) < self._max_batch:
+            queued = self._queue.popleft()
+            (batch if queued.pending[2].transition is None else passed_over).append(queued)
+        self._queue.extendleft(reversed(passed_over))
+        return batch
+
+    async def _write(self, batch: list[_Queued]) -> list[CommitResult | BaseException]:
+        import psycopg
+
+        pending = [queued.pending for queued in batch]
+        try:
+            if len(pending) == 1:
+                text, params = writes.one_statement(*pending[0])
+            else:
+                text, params, order = writes.group_statement(pending)
+            conn = await self._connection()
+            self.statements += 1
+            self.commits += len(batch)
+            self.largest_batch = max(self.largest_batch, len(batch))
+            async with conn.cursor() as cursor:
+                await cursor.execute(text, params, prepare=True)  # unless the connection prepares nothing
+                row = await cursor.fetchone()
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            self._forget_connection()
+            return [StoreUnavailable(f"the database failed: {exc}".strip())] * len(batch)
+        except (psycopg.Error, ValueError, TypeError):  # refused, by the server or before it: nothing
+            # was written; each alone through the thread path, so its own error is its own (Django's)
+            return [await self._write_alone(p) for p in pending]
+        if len(pending) == 1:
+            return [writes.outcome(*pending[0][:3], row)]
+        return list(writes.group_outcomes(pending, order, row))
+
+    async def _write_alone(self, pending: writes.Pending) -> CommitResult | BaseException:
+        try:
+            return await self._alone(pending)
+        except Exception as exc:  # LeaseLost, StoreUnavailable, a constraint: the waiter's to raise
+            return exc
+
+    async def _connection(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._conn is not None and (self._conn.closed or self._loop is not loop):
+            self._forget_connection()
+        if self._conn is None:
+            self._conn = await self._connect()
+            self._loop = loop
+        return self._conn
+
+    def _forget_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.closed:
+            conn.pgconn.finish()  # no round trip, no loop needed: a broken one may not answer
+
+
+def _settle(future: asyncio.Future[CommitResult], outcome: CommitResult | BaseException) -> None:
+    if future.done():  # its waiter was cancelled (a stopping runner)
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
+async def open_connection(params: dict[str, Any], prepare: bool, role: str | None) -> Any:
+    """An autocommit async connection on Django's connection parameters (`params`, from
+    `DatabaseWrapper.get_connection_params()`: host, options, SSL, Django's adapters), with
+    parse-once cursors; `prepare`: statements prepared on the server (PREPARED_STATEMENTS)."""
+    import psycopg
+    from psycopg import sql as psql
+
+    params = {k: v for k, v in params.items() if k not in {"cursor_factory", "prepare_threshold"}}
+    conn = await psycopg.AsyncConnection.connect(
+        **params,
+        autocommit=True,
+        cursor_factory=async_cursor_class(),
+        prepare_threshold=NEVER_BY_COUNT if prepare else None,  # prepared when asked, or never
+    )
+    if role:  # OPTIONS["assume_role"], as Django's own connections do
+        await conn.execute(psql.SQL("SET ROLE {}").format(psql.Literal(role)))
+    return conn
