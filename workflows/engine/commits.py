@@ -46,6 +46,8 @@ class CommitPipeline:
         self._on_commit = on_commit
         self._lock = asyncio.Lock()
         self._broken = False  # a write failed in the store: this execution writes nothing more
+        self._early: asyncio.Task[None] | None = None  # a commit the body did not wait for
+        self._early_failure: BaseException | None = None
         self._live_events: list[tuple[str, Any, EventOrigin]] = []
         self._live_flusher: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
@@ -89,9 +91,16 @@ class CommitPipeline:
         its state read under the lock: concurrent branches never store an older state after a
         newer one, whatever thread the store runs each commit in. A lost lease raises Aborted; a
         store that failed (connection lost, server restarting) raises Abandoned."""
-        if self._broken:
-            raise Abandoned()
-        async with self._lock:
+        if self._early is not None and not self._early.done():
+            await asyncio.shield(self._early)  # an early commit goes first, as it was made first
+        return await self._commit_in_turn(commit)
+
+    async def _commit_in_turn(self, commit: Commit) -> CommitResult:
+        async with self._lock:  # checked under the lock: a commit queued behind one that failed
+            if self._broken:  # writes nothing after it
+                raise Abandoned()
+            if self._early_failure is not None:
+                raise Aborted() if isinstance(self._early_failure, Aborted) else Abandoned()
             return await self._commit_locked(commit)
 
     async def _commit_locked(self, commit: Commit) -> CommitResult:
@@ -129,6 +138,37 @@ class CommitPipeline:
         if self._on_commit is not None:
             self._on_commit(commit)
         return result
+
+    def can_commit_early(self) -> bool:
+        """Whether a commit now may go without the body waiting for it (`commit_early`): no
+        pending child start and no state change ride with it, so nothing in it can be refused,
+        only lost with the lease or the store."""
+        return not self._pending.children and not self._broken and self.state_change() is None
+
+    def commit_early(self, commit: Commit) -> None:
+        """Send `commit` (a queue wait that took its messages) while the body goes on: the step
+        after the wait runs during the round trip instead of after it. The history holds its
+        entries at once, as pending writes; the next commit follows it (one at a time, in order),
+        and a read of messages waits for it (`settled`). If it fails, nothing later is written:
+        the next commit raises Aborted (lease lost) or Abandoned (anything else; the run resumes
+        from what landed), so no later record can land without it. Use only when
+        `can_commit_early()`."""
+        for write, _attempt in commit.entries:
+            self.history.record(record_of(write, write.id))
+        self._early = asyncio.create_task(self._commit_early(commit))
+
+    async def _commit_early(self, commit: Commit) -> None:
+        try:
+            await self._commit_in_turn(commit)
+        except BaseException as exc:  # the next commit says it (see commit_early)
+            self._early_failure = exc
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    async def settled(self) -> None:
+        """Wait until an early commit is written (or has failed: the next commit says so)."""
+        if self._early is not None and not self._early.done():
+            await asyncio.shield(self._early)
 
     def _restore_pending(self, pending: Commit) -> None:
         """A commit the store refused (e.g. a message to a finished run) wrote nothing: the body's

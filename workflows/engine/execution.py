@@ -125,6 +125,12 @@ class Execution:
     async def execute(self) -> Ended:
         self.pipeline  # noqa: B018 - made here, on the loop's thread, before a step thread needs it
         try:
+            return await self._execute()
+        finally:  # an early commit has landed or failed before the execution is over
+            await self.pipeline.settled()
+
+    async def _execute(self) -> Ended:
+        try:
             try:
                 result = await self.definition.run(self.context(""))
                 self.raise_if_fatal()
@@ -277,12 +283,21 @@ class Execution:
             raise self._frontier("a new record")
         return self.pipeline.commit(commit)
 
+    def commit_early(self, commit: Commit) -> bool:
+        """Send `commit` without waiting for it, when the pipeline allows (`CommitPipeline.
+        commit_early`); False: the caller commits it as usual."""
+        if self.dry_run or not self.pipeline.can_commit_early():
+            return False
+        self.pipeline.commit_early(commit)
+        return True
+
     async def available_messages(self, queues: list[str] | None, limit: int) -> list[MessageRecord]:
         """The run's unconsumed messages on `queues` (a read inside the body: a store failure
         abandons the execution rather than failing the run)."""
         if self._resume_messages is not None:  # read with the history, and nothing committed since
             read, self._resume_messages = self._resume_messages, None
             return [m for m in read if not queues or m.queue in queues][:limit]
+        await self.pipeline.settled()  # a wait's early commit took its messages: not seen twice
         try:
             return await self.store.aavailable_messages(self.run.id, queues, limit)
         except StoreUnavailable as exc:

@@ -101,7 +101,8 @@ async def queue_wait(
         commit = Commit(entries=[(entry, None)])
         if not completable:  # a sender waiting for a reply gets None rather than a timeout
             commit.complete = [(m.id, None) for m in available]
-        await ex.commit(commit)
+        if not ex.commit_early(commit):  # the body goes on during the round trip when it may
+            await ex.commit(commit)
         return _messages(ex, entry.output, completable)
     if recorded is None:
         ex.add_pending(entry)
