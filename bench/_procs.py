@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ._common import BENCH_VAR, ROOT, bench_env, progress, stats_ms, wait_until
@@ -30,6 +31,7 @@ class RunnerProcess:
         concurrency: int = 20,
         counting: bool = False,
         settings: dict[str, Any] | None = None,
+        marks_path: Path | None = None,
     ) -> None:
         BENCH_VAR.mkdir(parents=True, exist_ok=True)
         self.name = name
@@ -42,6 +44,9 @@ class RunnerProcess:
         if settings is not None:  # WORKFLOWS keys overridden for this runner only
             env["BENCH_WORKFLOWS"] = json.dumps(settings)
             script = ["bench/_runner_with.py"]
+        if marks_path is not None:  # the phases of resuming a run, noted (bench/send_path.py)
+            env["BENCH_MARKS_PATH"] = str(marks_path)
+            script = ["bench/_marking_runner.py"]
         self._terminated = False
         self._log = open(self.log_path, "w")  # closed in stop()
         self.proc = subprocess.Popen(

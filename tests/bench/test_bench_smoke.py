@@ -97,3 +97,21 @@ def test_hot_path_bench__quick_run_prints_each_change_on_and_off(tmp_path, monke
     rows = [line for line in done.stdout.splitlines() if line.startswith(ways)]
     assert len(rows) == 3, done.stdout
     assert "per statement" in done.stdout
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")),
+    reason="bench/send_path.py measures PostgreSQL's send path (run with the PostgreSQL suite)",
+)
+def test_send_path_bench__a_few_sends_print_every_phase(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_PG_DATABASE", "bench_send_path_smoke")  # never the one people bench in
+    done = run_bench(tmp_path, "send_path.py", "--sends", "3")
+    for phase in (
+        "send returns",
+        "NOTIFY reaches the runner",
+        "claim, from the event loop",
+        "first step starts",
+    ):
+        assert f"| {phase} |" in done.stdout, done.stdout
+    assert "0 of 3 sends lacked a mark" in done.stdout, done.stdout
