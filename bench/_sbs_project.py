@@ -55,6 +55,7 @@ async def _runs(plan: list[tuple[str, str]]) -> list[tuple[str, float, float]]:
     completion commit) seconds."""
     from bench import _inprocess
     from workflows import conf
+    from workflows.storage.django.async_commits import AsyncCommits
 
     store = _inprocess._make_store()
     runner = _inprocess._runner(store)
@@ -75,8 +76,8 @@ async def _runs(plan: list[tuple[str, str]]) -> list[tuple[str, float, float]]:
                 raise RuntimeError(f"{workflow} ended {info.status}")
             out.append((workflow, t1 - t0, store.completed[handle.run_id] - t0))
     finally:
-        if COUNTING:  # the step commits sent on the store's async connection (not Django's)
-            STATEMENTS["all"] += getattr(store._group, "async_statements", 0)
+        if COUNTING and isinstance(store._group, AsyncCommits):  # sent on its own connection,
+            STATEMENTS["all"] += store._group.statements  # which Django's wrappers never see
         store.close()
     return out
 

@@ -1,7 +1,9 @@
-"""Helpers of the tests that start real processes (runners, daphne, the quickstart)."""
+"""Helpers shared by tests: for those that start real processes (runners, daphne, the quickstart),
+and a step's commit as the engine writes it, for the store tests."""
 
 from __future__ import annotations
 
+import datetime as dt
 import socket
 import time
 from collections.abc import Callable
@@ -10,6 +12,7 @@ from typing import Any
 from django.db import connection
 
 from jobs.processes import database_url
+from workflows.core.records import AttemptWrite, Commit, EntryWrite
 
 
 def test_database_url() -> str:
@@ -35,3 +38,13 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "c
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def a_step(position: int) -> Commit:
+    """The commit of a completed step `s<position>` (output: its position), one attempt."""
+    now = dt.datetime.now(dt.UTC)
+    entry = EntryWrite(
+        id=None, scope="", position=position, name=f"s{position}", kind="step", status="completed",
+        output=position, attempts=1,
+    )  # fmt: skip
+    return Commit(entries=[(entry, AttemptWrite(number=1, started_at=now, finished_at=now, outcome="ok"))])

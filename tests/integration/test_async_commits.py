@@ -8,17 +8,17 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import threading
-import time
 
 import psycopg
 import pytest
 from django.db import connection
 
+from tests.support import a_step, wait_for
 from workflows.core.exceptions import LeaseLost, StoreUnavailable
-from workflows.core.records import AttemptWrite, Commit, EntryWrite
 from workflows.models import Entry
 from workflows.storage.django import DjangoStore
 from workflows.storage.django.async_commits import AsyncCommits
+from workflows.storage.django.notify import _libpq_params
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),  # the store's own connections must see the rows
@@ -28,16 +28,6 @@ pytestmark = [
 
 def now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
-
-
-def a_step(position: int) -> Commit:
-    entry = EntryWrite(
-        id=None, scope="", position=position, name=f"s{position}", kind="step", status="completed",
-        output=position, attempts=1,
-    )  # fmt: skip
-    return Commit(
-        entries=[(entry, AttemptWrite(number=1, started_at=now(), finished_at=now(), outcome="ok"))]
-    )
 
 
 def claimed_run() -> str:
@@ -55,33 +45,13 @@ def store():
     store.close()
 
 
-def libpq_params() -> dict:
-    settings = connection.settings_dict
-    return {
-        "dbname": settings["NAME"],
-        "user": settings["USER"],
-        "host": settings["HOST"],
-        "port": settings["PORT"],
-    }
-
-
-def wait_for(condition, what: str, deadline: float = 10.0):
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_a_connection_cut_under_it_says_unavailable_and_the_next_commit_reconnects(store):
     run_id = claimed_run()
 
     async def go():
         await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
         pid = store._group._conn.info.backend_pid
-        with psycopg.connect(**libpq_params(), autocommit=True) as admin:
+        with psycopg.connect(**_libpq_params(), autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", [pid])
         with pytest.raises(StoreUnavailable):
             await store.acommit(run_id=run_id, owner="a", commit=a_step(1), now=now())
@@ -100,7 +70,7 @@ def test_a_waiter_cancelled_mid_statement_leaves_the_path_working(store):
     locked, release = threading.Event(), threading.Event()
 
     def hold_the_run_row():
-        with psycopg.connect(**libpq_params()) as other:
+        with psycopg.connect(**_libpq_params()) as other:
             other.execute("SELECT 1 FROM workflows_run WHERE id = %s FOR UPDATE", [run_id])
             locked.set()
             release.wait(10)
@@ -118,6 +88,7 @@ def test_a_waiter_cancelled_mid_statement_leaves_the_path_working(store):
             await asyncio.to_thread(
                 wait_for,
                 lambda: _waits_on_a_lock(store._group._conn and store._group._conn.info.backend_pid),
+                10,
                 "the commit to wait on the row lock",
             )
             waiting.cancel()
@@ -135,7 +106,7 @@ def test_a_waiter_cancelled_mid_statement_leaves_the_path_working(store):
 def _waits_on_a_lock(pid: int | None) -> bool:
     if pid is None:
         return False
-    with psycopg.connect(**libpq_params(), autocommit=True) as admin:
+    with psycopg.connect(**_libpq_params(), autocommit=True) as admin:
         row = admin.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
     return row is not None and row[0] == "Lock"
 

@@ -9,7 +9,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from workflows.core.records import AttemptWrite, Commit, EntryWrite
+from tests.support import a_step
 from workflows.storage.django import DjangoStore
 
 pytestmark = [
@@ -34,16 +34,6 @@ def prepared() -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements WHERE NOT from_sql")
         return [row[0] for row in cursor.fetchall()]
-
-
-def a_step(position: int) -> Commit:
-    entry = EntryWrite(
-        id=None, scope="", position=position, name=f"s{position}", kind="step", status="completed",
-        output=position, attempts=1,
-    )  # fmt: skip
-    return Commit(
-        entries=[(entry, AttemptWrite(number=1, started_at=now(), finished_at=now(), outcome="ok"))]
-    )
 
 
 def run_three_steps(store: DjangoStore, key: str) -> str:

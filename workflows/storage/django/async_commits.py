@@ -34,6 +34,7 @@ from typing import Any
 from ...core.exceptions import StoreUnavailable
 from ...core.records import Commit, CommitResult
 from . import writes
+from .group_commit import settle
 from .prepared import NEVER_BY_COUNT, async_cursor_class
 
 MAX_BATCH = 32  # commits per statement: bounds its size (about 30 parameters each)
@@ -67,11 +68,6 @@ class AsyncCommits:
         self.commits = 0  # commits written through this path
         self.statements = 0  # ... in this many statements
 
-    @property
-    def async_statements(self) -> int:
-        """Statements sent on the async connection (Django's execute wrappers never see them)."""
-        return self.statements
-
     def accepts(self, commit: Commit) -> bool:
         return writes.fits_one_statement(commit)
 
@@ -98,12 +94,12 @@ class AsyncCommits:
                 batch = self._take()
                 outcomes = await self._write(batch)
                 for queued, outcome in zip(batch, outcomes, strict=True):
-                    _settle(queued.future, outcome)
+                    settle(queued.future, outcome)
                 batch = []
         except BaseException as exc:  # cancelled (a loop closing), or a bug of ours: no waiter hangs
             failure = StoreUnavailable(f"the commit was not written: {exc!r}")
             for queued in [*batch, *self._queue]:
-                _settle(queued.future, failure)
+                settle(queued.future, failure)
             self._queue.clear()
             raise
         finally:
@@ -168,15 +164,6 @@ class AsyncCommits:
         conn, self._conn = self._conn, None
         if conn is not None and not conn.closed:
             conn.pgconn.finish()  # no round trip, no loop needed: a broken one may not answer
-
-
-def _settle(future: asyncio.Future[CommitResult], outcome: CommitResult | BaseException) -> None:
-    if future.done():  # its waiter was cancelled (a stopping runner)
-        return
-    if isinstance(outcome, BaseException):
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)
 
 
 async def open_connection(params: dict[str, Any], prepare: bool, role: str | None) -> Any:

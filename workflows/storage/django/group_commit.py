@@ -55,10 +55,11 @@ class _Queued:
 
     def settle(self, outcome: CommitResult | BaseException) -> None:
         """From a database thread: hand the outcome to the waiting coroutine."""
-        self.loop.call_soon_threadsafe(_settle, self.future, outcome)
+        self.loop.call_soon_threadsafe(settle, self.future, outcome)
 
 
-def _settle(future: asyncio.Future[CommitResult], outcome: CommitResult | BaseException) -> None:
+def settle(future: asyncio.Future[CommitResult], outcome: CommitResult | BaseException) -> None:
+    """Hand a commit's outcome to its waiter (both commit paths; on the waiter's loop)."""
     if future.done():  # the waiter was cancelled (a stopping runner)
         return
     if isinstance(outcome, BaseException):
