@@ -134,3 +134,40 @@ async def test_a_wait_that_carries_a_state_change_is_committed_before_the_body_g
     info = await handle.ainfo()
     assert (info.status, info.result, info.state) == ("completed", 10, {"executions": 2})
     assert seen == ["wait commit after []"]
+
+
+async def test_the_early_commit_never_carries_a_state_change_made_after_it(h):
+    """The step after the wait changes the state and finishes before the wait's commit is sent (its
+    body never suspends). That change belongs to the step's own commit: when that commit is lost,
+    the step runs again from the state as it was, and counts once."""
+
+    async def body(ctx):
+        await ctx.queue.next("wait-go", names=["go"])
+
+        async def count(step):
+            step.state["count"] = step.state.get("count", 0) + 1
+            return step.state["count"]
+
+        return await ctx.step("count", count)
+
+    reg = setup(use={"wf": workflow(body, queues={"go": queue()}, state=dict)})
+    handle = await h.client(reg, "wf").aget_or_create(["k"])
+    await h.run(reg)
+    real = h.store.commit
+    failed = []
+
+    def commit(**kwargs):
+        if not failed and any(
+            w.name == "count" and w.output is not None for w, _a in kwargs["commit"].entries
+        ):
+            failed.append(True)
+            raise StoreUnavailable("the database failed")
+        return real(**kwargs)
+
+    h.store.commit = commit
+    await handle.asend("go", None)
+    await h.run(reg)
+
+    info = await handle.ainfo()
+    assert failed
+    assert (info.status, info.result, info.state) == ("completed", 1, {"count": 1})

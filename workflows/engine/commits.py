@@ -95,22 +95,31 @@ class CommitPipeline:
             await asyncio.shield(self._early)  # an early commit goes first, as it was made first
         return await self._commit_in_turn(commit)
 
-    async def _commit_in_turn(self, commit: Commit) -> CommitResult:
+    async def _commit_in_turn(self, commit: Commit, taken: Commit | None = None) -> CommitResult:
         async with self._lock:  # checked under the lock: a commit queued behind one that failed
             if self._broken:  # writes nothing after it
                 raise Abandoned()
             if self._early_failure is not None:
                 raise Aborted() if isinstance(self._early_failure, Aborted) else Abandoned()
-            return await self._commit_locked(commit)
+            return await self._commit_locked(commit, taken)
 
-    async def _commit_locked(self, commit: Commit) -> CommitResult:
+    def _take_pending(self, commit: Commit) -> Commit:
+        """Move the pending writes into `commit`; returns them (put back if the store refuses it)."""
         pending, self._pending = self._pending, Commit()
         slots = {(w.scope, w.position) for w, _a in commit.entries}
         commit.entries[:0] = [(w, a) for w, a in pending.entries if (w.scope, w.position) not in slots]
         commit.events[:0] = pending.events
         commit.complete[:0] = pending.complete
         commit.children[:0] = pending.children
-        encoded = self.state_change()
+        return pending
+
+    async def _commit_locked(self, commit: Commit, taken: Commit | None = None) -> CommitResult:
+        """`taken`: the pending writes an early commit took when it was made. It carries what the
+        run held then, not the state or the writes of what ran since (a step's change belongs to
+        that step's commit: were it stored early and that commit lost, the step would apply it
+        again when it runs again)."""
+        pending = self._take_pending(commit) if taken is None else taken
+        encoded = self.state_change() if taken is None else None  # unchanged when it was made
         if encoded is not None:
             # A snapshot: the store may serialize it in another thread while branches go on.
             commit.state = json.loads(encoded)
@@ -155,11 +164,11 @@ class CommitPipeline:
         `can_commit_early()`."""
         for write, _attempt in commit.entries:
             self.history.record(record_of(write, write.id))
-        self._early = asyncio.create_task(self._commit_early(commit))
+        self._early = asyncio.create_task(self._commit_early(commit, self._take_pending(commit)))
 
-    async def _commit_early(self, commit: Commit) -> None:
+    async def _commit_early(self, commit: Commit, taken: Commit) -> None:
         try:
-            await self._commit_in_turn(commit)
+            await self._commit_in_turn(commit, taken)
         except BaseException as exc:  # the next commit says it (see commit_early)
             self._early_failure = exc
             if isinstance(exc, asyncio.CancelledError):
