@@ -23,6 +23,21 @@ def test_database_url() -> str:
 test_database_url.__test__ = False  # a helper, not a test
 
 
+def lock_waiters() -> int:
+    """PostgreSQL: how many backends of the test database wait on a lock now (a test holding a
+    row waits for the statement it blocks to be blocked)."""
+    import psycopg
+
+    from workflows.storage.django.notify import _libpq_params
+
+    with psycopg.connect(**_libpq_params(), autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        ).fetchone()
+    return row[0]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

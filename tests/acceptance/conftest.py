@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -16,10 +17,34 @@ from tests.support import test_database_url
 ROOT = Path(__file__).resolve().parents[2]
 
 
+class Output:
+    """A runner process's output (its log: stderr merged into stdout), read line by line as it
+    comes: the pipe never fills (a runner blocked writing its log would stop heartbeating), and
+    a failing test can show what the runners said."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, args=(proc.stdout,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.append(line)
+
+    def has(self, text: str) -> bool:
+        return any(text in line for line in list(self.lines))
+
+    def text(self) -> str:
+        """All of it, once the process has exited (read to the end of the pipe)."""
+        self._reader.join(30)
+        return "".join(self.lines)
+
+
 class Runners:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.procs: list[subprocess.Popen] = []
+        self.outputs: dict[int, Output] = {}  # by pid
 
     def env(self) -> dict[str, str]:
         return {
@@ -42,7 +67,15 @@ class Runners:
             text=True,
         )
         self.procs.append(proc)
+        self.outputs[proc.pid] = Output(proc)
         return proc
+
+    def output(self, proc: subprocess.Popen) -> Output:
+        return self.outputs[proc.pid]
+
+    def said(self) -> str:
+        """Every runner's output so far, for a failing assertion's message."""
+        return "\n".join(f"--- runner {pid} ---\n{''.join(out.lines)}" for pid, out in self.outputs.items())
 
     def ledger(self) -> Counter:
         path = self.workdir / "ledger.log"

@@ -126,6 +126,6 @@ def test_single_process__a_runner_serves_its_own_metrics(runners, monkeypatch):
 
 def test_bad_metrics_port__refused_before_the_runner_starts(runners):
     proc = runners.start("--metrics-port", "70000")
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode != 0
+    assert proc.wait(60) != 0
+    out = runners.output(proc).text()
     assert "--metrics-port must be a port number" in out

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import threading
 
 from tests.support import wait_for
 from workflows.conf import default_store
@@ -15,21 +13,6 @@ from .flows import registry
 
 def run_status(run_id):
     return Run.objects.get(id=run_id).status
-
-
-class Output:
-    """A runner process's output (its log: stderr, merged into stdout), read line by line as it comes."""
-
-    def __init__(self, proc: subprocess.Popen) -> None:
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
-
-    def _read(self, stream) -> None:
-        for line in stream:
-            self.lines.append(line)
-
-    def has(self, text: str) -> bool:
-        return any(text in line for line in list(self.lines))
 
 
 def test_sigkill_mid_step__restart_finishes_without_rerunning_recorded_steps(runners):
@@ -83,7 +66,8 @@ def test_two_runners__every_run_runs_each_step_exactly_once(runners):
     )
     ledger = runners.ledger()
     for i in range(200):
-        assert [ledger[f"r{i} {s}"] for s in ("s1", "s2", "s3")] == [1, 1, 1], f"run r{i}"
+        counts = [ledger[f"r{i} {s}"] for s in ("s1", "s2", "s3")]
+        assert counts == [1, 1, 1], f"run r{i}: {counts}\n{runners.said()}"
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
@@ -94,7 +78,7 @@ def test_sigterm__lets_the_step_finish_then_hands_the_run_back(runners, monkeypa
     with monkeypatch.context() as m:  # this runner logs at INFO: the test waits for its stop line
         m.setattr(runners, "env", lambda env=runners.env: {**env(), "LOG_LEVEL": "INFO"})
         proc = runners.start()
-    output = Output(proc)
+    output = runners.output(proc)
     wait_for(lambda: runners.ledger()["drain block:start"] == 1, what="the runner to enter the blocking step")
     proc.send_signal(signal.SIGTERM)
     # Release the step only once the runner has taken the signal: the step is running when the

@@ -10,14 +10,17 @@ import asyncio
 import datetime as dt
 import threading
 
+import psycopg
 import pytest
 from django.db import IntegrityError, OperationalError, connection
 
+from tests.support import lock_waiters, wait_for
 from workflows.core.exceptions import LeaseLost, StoreUnavailable
 from workflows.core.records import AttemptWrite, Commit, EntryWrite, Transition
 from workflows.models import Entry, Run
 from workflows.storage.django import DjangoStore, async_commits, group_commit, writes
 from workflows.storage.django.async_commits import AsyncCommits
+from workflows.storage.django.notify import _libpq_params
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),  # the store's threads must see the rows
@@ -211,6 +214,43 @@ def test_a_connection_failure_under_a_group_fails_every_waiter_and_sends_nothing
     assert store._group.largest_batch == 3
     assert all(isinstance(r, StoreUnavailable) for r in results), results
     assert not Entry.objects.filter(run_id__in=runs).exists()  # not sent again alone
+
+
+def test_a_group_failed_to_break_a_deadlock_is_sent_again_and_lands():
+    """PostgreSQL fails one transaction of a deadlock, rolled back whole: the group's commits
+    are sent again rather than said lost (which would run their steps again). A third connection
+    holds the group's second row, then asks for its first: the group, waiting longer, is the
+    one failed."""
+    runs = claimed_runs(2)
+    locked, ask = threading.Event(), threading.Event()
+
+    def cross():
+        with psycopg.connect(**_libpq_params()) as other:
+            other.execute("SET deadlock_timeout = '60s'")  # the group's check comes first
+            other.execute("SELECT 1 FROM workflows_run WHERE id = %s FOR UPDATE", [runs[1]])
+            locked.set()
+            ask.wait(10)
+            other.execute("SELECT 1 FROM workflows_run WHERE id = %s FOR UPDATE", [runs[0]])
+            other.commit()
+
+    holder = threading.Thread(target=cross)
+    holder.start()
+    try:
+        assert locked.wait(10)
+
+        async def go(store):
+            group = asyncio.ensure_future(_commit_together(store, [(r, "a", a_step(0)) for r in runs]))
+            await asyncio.to_thread(wait_for, lambda: lock_waiters() == 1, 10, "the group to wait")
+            ask.set()
+            return await asyncio.wait_for(group, 20)
+
+        store, results = run_in_store(go)
+    finally:
+        ask.set()
+        holder.join(20)
+    assert store._group.largest_batch == 2
+    assert all(not isinstance(r, BaseException) for r in results), results
+    assert Entry.objects.filter(run_id__in=runs).count() == 2
 
 
 def test_a_group_refused_before_the_server_saw_it_is_sent_again_commit_by_commit(monkeypatch):

@@ -13,7 +13,8 @@ waits to fill a batch: a lone commit goes out at the end of the loop's turn. A r
 suspension (a transition) goes alone: it may free a concurrency-group slot, and two unparks of
 one group must not share a statement.
 
-Failures are said as the thread path says them. The connection failing, a deadlock, a timeout
+Failures are said as the thread path says them. A statement PostgreSQL failed to break a deadlock
+was rolled back whole: it is sent again (a few times). The connection failing, a timeout
 (psycopg's OperationalError, InterfaceError): every waiter of that statement gets StoreUnavailable
 and nothing is sent again (whether it landed is unknown: the engine re-reads the run's history);
 the connection is dropped and the next commit opens a new one. The server refusing a statement (a
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,6 +38,9 @@ from ...core.records import Commit, CommitResult
 from . import writes
 from .group_commit import settle
 from .prepared import NEVER_BY_COUNT, async_cursor_class
+from .reconnect import RACE_RETRIES, lost_a_race
+
+logger = logging.getLogger(__name__)
 
 MAX_BATCH = 32  # commits per statement: bounds its size (about 30 parameters each)
 
@@ -67,6 +72,7 @@ class AsyncCommits:
         self.largest_batch = 0  # the most commits one statement carried (tests, benchmarks)
         self.commits = 0  # commits written through this path
         self.statements = 0  # ... in this many statements
+        self.races_lost = 0  # statements PostgreSQL failed to break a deadlock, sent again
 
     def accepts(self, commit: Commit) -> bool:
         return writes.fits_one_statement(commit)
@@ -132,9 +138,7 @@ class AsyncCommits:
             self.statements += 1
             self.commits += len(batch)
             self.largest_batch = max(self.largest_batch, len(batch))
-            async with conn.cursor() as cursor:
-                await cursor.execute(text, params, prepare=True)  # unless the connection prepares nothing
-                row = await cursor.fetchone()
+            row = await self._execute(conn, text, params)
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             self._forget_connection()
             return [StoreUnavailable(f"the database failed: {exc}".strip())] * len(batch)
@@ -144,6 +148,21 @@ class AsyncCommits:
         if len(pending) == 1:
             return [writes.outcome(*pending[0][:3], row)]
         return list(writes.group_outcomes(pending, order, row))
+
+    async def _execute(self, conn: Any, text: str, params: list[Any]) -> Any:
+        """The statement's row; sent again when PostgreSQL failed it to break a deadlock (it was
+        rolled back whole: failing its commits would run their steps again)."""
+        for attempt in range(RACE_RETRIES + 1):
+            try:
+                async with conn.cursor() as cursor:
+                    await cursor.execute(text, params, prepare=True)  # unless the connection prepares nothing
+                    return await cursor.fetchone()
+            except Exception as exc:
+                if attempt == RACE_RETRIES or not lost_a_race(exc):
+                    raise
+                self.races_lost += 1
+                logger.info("step commits lost a race in the database; sent again: %s", exc)
+        raise AssertionError("unreachable")
 
     async def _write_alone(self, pending: writes.Pending) -> CommitResult | BaseException:
         try:

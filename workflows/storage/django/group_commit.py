@@ -13,10 +13,10 @@ together, and pays one thread hop per statement rather than per commit.
 
 Only the common commit is grouped: one step's entry and attempt, state and events, no transition
 (run ends and suspensions free concurrency-group slots, which must not share a statement). If the
-server refuses the grouped statement (a constraint an entry breaks), nothing of it was written
-and each commit is sent again alone, so one run's failure never becomes another's; when the
-connection fails under it, or a deadlock ends it (its outcome unknown to us), every waiter gets
-StoreUnavailable, as a lone commit would, and re-reads its history. Written by hand: this is the
+server refuses the grouped statement (a constraint an entry breaks), or fails it to break a
+deadlock, nothing of it was written and each commit is sent again alone, so one run's failure
+never becomes another's; when the connection fails under it (its outcome unknown to us), every
+waiter gets StoreUnavailable, as a lone commit would, and re-reads its history. Written by hand: this is the
 engine's commit protocol, which no library knows.
 """
 
@@ -35,7 +35,7 @@ from django.db import InterfaceError, OperationalError
 from ...core.exceptions import StoreUnavailable
 from ...core.records import Commit, CommitResult
 from . import writes
-from .reconnect import reconnecting, unavailable
+from .reconnect import lost_a_race, reconnecting, unavailable
 
 MAX_BATCH = 32  # commits per statement: bounds its size (about 30 parameters each)
 
@@ -149,9 +149,11 @@ class GroupCommits:
         try:
             return list(writes.commit_group([(q.run_id, q.owner, q.commit, q.now) for q in batch]))
         except (OperationalError, InterfaceError) as exc:
-            # The connection failed, or a deadlock: whether the statement landed may be unknown, so
-            # nothing is sent again; each waiter abandons its execution, which reads its history
-            # anew, as after any store failure.
+            if lost_a_race(exc):  # failed to break a deadlock: rolled back whole; each alone
+                return [self._write_alone(queued) for queued in batch]  # (sent again if need be)
+            # The connection failed: whether the statement landed may be unknown, so nothing is
+            # sent again; each waiter abandons its execution, which reads its history anew, as
+            # after any store failure.
             failure = unavailable(exc)
             return [failure for _ in batch]
         except Exception:  # refused by the server (a broken constraint), or a value refused while

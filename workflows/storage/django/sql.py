@@ -215,6 +215,16 @@ HEARTBEAT = (  # held_at: a lapsed run set aside while its runner was only slow 
     "UPDATE workflows_run SET wake_at = %s, held_at = NULL WHERE lease_owner = %s AND status = %s"
     " AND id IN ({ids}) RETURNING id, cancel_requested"
 )
+# PostgreSQL: the same, but rows locked by a write in flight are skipped (and renewed one at a
+# time after). A statement updating several rows holds each one's lock until it ends; the runner's
+# grouped step commit (another connection) locks several of the same rows in an order of its own,
+# so a heartbeat that waited for one row while holding another could deadlock with it, and
+# PostgreSQL would fail one of the two (a failed step commit runs its step again).
+HEARTBEAT_SKIP_LOCKED = (
+    "UPDATE workflows_run SET wake_at = %s, held_at = NULL WHERE id IN (SELECT id FROM workflows_run"
+    " WHERE lease_owner = %s AND status = %s AND id IN ({ids}) FOR UPDATE SKIP LOCKED)"
+    " RETURNING id, cancel_requested"
+)
 
 
 def claim_due(workflows: list[str], limit: int, now: dt.datetime) -> tuple[str, list[Any]]:

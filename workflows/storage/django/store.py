@@ -56,7 +56,7 @@ from .async_commits import AsyncCommits
 from .group_commit import GroupCommits
 from .prepared import hot_cursor
 from .presence import DjangoPresence
-from .reconnect import reconnecting
+from .reconnect import reconnecting, retrying_lost_races
 from .repairs import DjangoRepairs, write_audit
 from .rows import (
     ENTRY_FIELDS,
@@ -286,17 +286,26 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     def heartbeat(
         self, *, owner: str, run_ids: list[str], lease_seconds: float, now: dt.datetime
     ) -> dict[str, bool]:
+        """On PostgreSQL the rows a write in flight holds are renewed after the others, each in a
+        statement of its own: a statement that waits for a row never holds another (see
+        sql.HEARTBEAT_SKIP_LOCKED). A run missing from the answer is no longer this owner's."""
         if not run_ids:
             return {}
         lease_until = now + dt.timedelta(seconds=lease_seconds)
+        fixed = [sql.t(lease_until), owner, RunStatus.RUNNING]
+        skip_locked = sql.pg() and len(run_ids) > 1
+        statement = sql.HEARTBEAT_SKIP_LOCKED if skip_locked else sql.HEARTBEAT
         with connection.cursor() as cursor:
-            cursor.execute(
-                sql.HEARTBEAT.format(ids=sql.marks(len(run_ids))),
-                [sql.t(lease_until), owner, RunStatus.RUNNING, *[sql.rid(r) for r in run_ids]],
-            )
+            cursor.execute(statement.format(ids=sql.marks(len(run_ids))), [*fixed, *map(sql.rid, run_ids)])
             rows = cursor.fetchall()
+            if skip_locked:
+                renewed = {str(Run._meta.pk.to_python(row[0])) for row in rows}
+                for run_id in [r for r in run_ids if r not in renewed]:  # locked, or not ours
+                    cursor.execute(sql.HEARTBEAT.format(ids=sql.marks(1)), [*fixed, sql.rid(run_id)])
+                    rows += cursor.fetchall()
         return {str(Run._meta.pk.to_python(row[0])): bool(row[1]) for row in rows}
 
+    @retrying_lost_races  # it may cross a cut run's last commit, still in flight
     def release(self, *, owner: str, run_ids: list[str], now: dt.datetime) -> None:
         if not run_ids:
             return
@@ -330,6 +339,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             cursor.execute(HISTORY_READ, [sql.rid(run_id)])
             return [entry_from_row(row) for row in cursor.fetchall()]
 
+    @retrying_lost_races  # failing it would run its step again
     def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
         return writes.commit(run_id, owner, commit, now)
 
