@@ -5,10 +5,13 @@ claim, the resumed run's read, the execution's start. Wrappers only: the store a
 unchanged.
 
     BENCH_MARKS_PATH=var/bench/marks.txt python bench/_marking_runner.py --concurrency 20
+
+$BENCH_WORKFLOWS (a JSON object) overrides WORKFLOWS keys, as for `bench/_runner_with.py`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -53,6 +56,10 @@ def main() -> None:
     import django
 
     django.setup()
+    from django.conf import settings
+
+    # WORKFLOWS keys overridden for this runner, as bench/_runner_with.py does
+    settings.WORKFLOWS = {**settings.WORKFLOWS, **json.loads(os.environ.get("BENCH_WORKFLOWS") or "{}")}
     from workflows.engine.execution import Execution
     from workflows.storage.django import DjangoStore
 

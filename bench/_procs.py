@@ -44,7 +44,8 @@ class RunnerProcess:
         if settings is not None:  # WORKFLOWS keys overridden for this runner only
             env["BENCH_WORKFLOWS"] = json.dumps(settings)
             script = ["bench/_runner_with.py"]
-        if marks_path is not None:  # the phases of resuming a run, noted (bench/send_path.py)
+        if marks_path is not None:  # the phases of resuming a run, noted (bench/send_path.py;
+            # it takes BENCH_WORKFLOWS too)
             env["BENCH_MARKS_PATH"] = str(marks_path)
             script = ["bench/_marking_runner.py"]
         self._terminated = False

@@ -78,6 +78,8 @@ async def _runs(plan: list[tuple[str, str]]) -> list[tuple[str, float, float]]:
     finally:
         if COUNTING and isinstance(store._group, AsyncCommits):  # sent on its own connection,
             STATEMENTS["all"] += store._group.statements  # which Django's wrappers never see
+        if COUNTING and store._reads is not None:  # claims and resume reads: the same
+            STATEMENTS["all"] += store._reads.statements
         store.close()
     return out
 

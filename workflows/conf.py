@@ -78,6 +78,10 @@ ASYNC_COMMITS (default `True`)
     PostgreSQL, in a runner: a step's commit (one statement) is sent from the runner's event
     loop on a connection of its own (psycopg's async connection), not through a database
     thread. `False`: every commit goes through the database threads.
+ASYNC_CLAIMS (default `True`)
+    PostgreSQL, in a runner: its claims (of workflows with no concurrency limit) and resumed runs'
+    reads are sent from its event loop on another connection of its own, when no other is in
+    flight there. `False`: they go through the database threads.
 """
 
 from __future__ import annotations
@@ -126,6 +130,7 @@ DEFAULTS: dict[str, Any] = {
     "PREPARED_STATEMENTS": True,
     "GROUP_COMMIT": True,
     "ASYNC_COMMITS": True,
+    "ASYNC_CLAIMS": True,
 }
 
 

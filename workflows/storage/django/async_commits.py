@@ -37,7 +37,7 @@ from ...core.exceptions import StoreUnavailable
 from ...core.records import Commit, CommitResult
 from . import writes
 from .group_commit import settle
-from .prepared import NEVER_BY_COUNT, async_cursor_class
+from .loop_connection import LoopConnection
 from .reconnect import RACE_RETRIES, lost_a_race
 
 logger = logging.getLogger(__name__)
@@ -61,13 +61,11 @@ class AsyncCommits:
         alone: Callable[[writes.Pending], Awaitable[CommitResult]],
         group: bool = True,
     ) -> None:
-        self._connect = connect  # opens the store's async connection (`DjangoStore._async_connection`)
+        self.connection = LoopConnection(connect)  # `DjangoStore._loop_connection` opens it
         self._alone = alone  # the same commit through a database thread (Django's errors)
         self._max_batch = MAX_BATCH if group else 1
         self._queue: deque[_Queued] = deque()
         self._writer: asyncio.Task[None] | None = None
-        self._conn: Any = None  # psycopg.AsyncConnection
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self.largest_batch = 0  # the most commits one statement carried (tests, benchmarks)
         self.commits = 0  # commits written through this path
@@ -91,7 +89,7 @@ class AsyncCommits:
         """The stopping store's: no more commits; the connection closed without its loop (which
         may be gone already: `runworkflows` closes the store after its loop ended)."""
         self._closed = True
-        self._forget_connection()
+        self.connection.forget()
 
     async def _write_queued(self) -> None:
         batch: list[_Queued] = []
@@ -134,13 +132,13 @@ class AsyncCommits:
                 text, params = writes.one_statement(*pending[0])
             else:
                 text, params, order = writes.group_statement(pending)
-            conn = await self._connection()
+            conn = await self.connection.get()
             self.statements += 1
             self.commits += len(batch)
             self.largest_batch = max(self.largest_batch, len(batch))
             row = await self._execute(conn, text, params)
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            self._forget_connection()
+            self.connection.forget()
             return [StoreUnavailable(f"the database failed: {exc}".strip())] * len(batch)
         except (psycopg.Error, ValueError, TypeError):  # refused, by the server or before it: nothing
             # was written; each alone through the thread path, so its own error is its own (Django's)
@@ -169,36 +167,3 @@ class AsyncCommits:
             return await self._alone(pending)
         except Exception as exc:  # LeaseLost, StoreUnavailable, a constraint: the waiter's to raise
             return exc
-
-    async def _connection(self) -> Any:
-        loop = asyncio.get_running_loop()
-        if self._conn is not None and (self._conn.closed or self._loop is not loop):
-            self._forget_connection()
-        if self._conn is None:
-            self._conn = await self._connect()
-            self._loop = loop
-        return self._conn
-
-    def _forget_connection(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None and not conn.closed:
-            conn.pgconn.finish()  # no round trip, no loop needed: a broken one may not answer
-
-
-async def open_connection(params: dict[str, Any], prepare: bool, role: str | None) -> Any:
-    """An autocommit async connection on Django's connection parameters (`params`, from
-    `DatabaseWrapper.get_connection_params()`: host, options, SSL, Django's adapters), with
-    parse-once cursors; `prepare`: statements prepared on the server (PREPARED_STATEMENTS)."""
-    import psycopg
-    from psycopg import sql as psql
-
-    params = {k: v for k, v in params.items() if k not in {"cursor_factory", "prepare_threshold"}}
-    conn = await psycopg.AsyncConnection.connect(
-        **params,
-        autocommit=True,
-        cursor_factory=async_cursor_class(),
-        prepare_threshold=NEVER_BY_COUNT if prepare else None,  # prepared when asked, or never
-    )
-    if role:  # OPTIONS["assume_role"], as Django's own connections do
-        await conn.execute(psql.SQL("SET ROLE {}").format(psql.Literal(role)))
-    return conn

@@ -3,7 +3,8 @@
 The hot path (commit, claim, heartbeat) is plain SQL from `sql`, so that a recorded step costs a
 handful of statements in one transaction (`writes`); reads use the ORM. Operators' repairs are
 in `repairs`, waking runners in `notify`, rows to records in `rows`. Methods run in Django's
-database thread when called through their `a`-prefixed twins.
+database thread when called through their `a`-prefixed twins, but for a runner's on PostgreSQL:
+its step commits, claims and resume reads go from its event loop (`async_commits`, `loop_reads`).
 """
 
 from __future__ import annotations
@@ -51,9 +52,10 @@ from ...core.records import (
 )
 from ...models import Message, Run
 from ..base import Store
-from . import async_commits, limits, notify, prepared, sql, writes
+from . import limits, loop_connection, notify, prepared, sql, writes
 from .async_commits import AsyncCommits
 from .group_commit import GroupCommits
+from .loop_reads import LoopReads
 from .prepared import hot_cursor
 from .presence import DjangoPresence
 from .reconnect import reconnecting, retrying_lost_races
@@ -80,6 +82,7 @@ RESUME_MESSAGES = 100
 RUN_READ = sql.SELECT_RUN.format(columns=", ".join(RUN_COLUMNS))
 HISTORY_READ = sql.SELECT_HISTORY.format(columns=", ".join(ENTRY_FIELDS))
 CLAIM_RETURNING = ", ".join("workflows_run." + c for c in RUN_COLUMNS)  # what a claim's update returns
+RESUME_READ = sql.select_available_messages(", ".join(MESSAGE_FIELDS), 0)  # a resumed run's messages
 
 
 class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
@@ -102,12 +105,17 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         if self._executor is not None and connection.vendor == "postgresql":
             if _setting("ASYNC_COMMITS"):
                 self._group = AsyncCommits(
-                    connect=self._async_connection,
+                    connect=self._loop_connection,
                     alone=self._commit_in_thread,
                     group=_setting("GROUP_COMMIT"),
                 )
             elif _setting("GROUP_COMMIT"):
                 self._group = GroupCommits(self._executor.submit, self.commit)
+        # ... and its claims and resume reads on another (`loop_reads`), when libpq pipelines.
+        self._reads: LoopReads | None = None
+        if self._executor is not None and connection.vendor == "postgresql":
+            if _setting("ASYNC_CLAIMS") and _pipelines():
+                self._reads = LoopReads(self._loop_connection)
 
     async def run_sync(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self._executor is None:
@@ -134,10 +142,12 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             self._executor.shutdown(wait=True)
         if self._group is not None:
             self._group.close()
+        if self._reads is not None:
+            self._reads.close()
 
-    async def _async_connection(self) -> Any:
+    async def _loop_connection(self) -> Any:
         params, role = await self.run_sync(_connection_params)
-        return await async_commits.open_connection(params, prepared.enabled(), role)
+        return await loop_connection.open_connection(params, prepared.enabled(), role)
 
     async def _commit_in_thread(self, pending: writes.Pending) -> CommitResult:
         run_id, owner, commit, now = pending
@@ -219,15 +229,30 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             free = limit - len(rows)
             pick = sql.claim_grouped(caps, max(free * 4, 32), free, now)
             rows += _claim(pick, lease, lock=list(caps), park=sql.park_held(caps, now))
-        runs = []
-        for *row, was_started, was_status, was_owner, was_due in rows:
-            run = replace(run_from_row(tuple(row), fresh=was_started is None), due_at=timestamp(was_due))
-            if was_status == RunStatus.RUNNING:  # left by a runner whose lease lapsed
-                run = replace(
-                    run, taken_over=True, previous_owner=was_owner, lease_lapsed_at=timestamp(was_due)
-                )
-            runs.append(run)
-        return sorted(runs, key=lambda r: (-r.priority, r.due_at or now, r.id))
+        return _claimed_runs(rows, now)
+
+    async def aclaim(
+        self,
+        *,
+        owner: str,
+        workflows: list[str],
+        limit: int,
+        lease_seconds: float,
+        now: dt.datetime,
+        concurrency: Mapping[str, int] | None = None,
+    ) -> list[RunRecord]:
+        """A runner's claim of workflows with no concurrency limit goes from its event loop
+        (`loop_reads`) unless a call is in flight there; the rest through the threads."""
+        if self._reads is not None and not self._reads.busy and not set(concurrency or ()) & set(workflows):
+            lease = sql.claim_lease(owner, now + dt.timedelta(seconds=lease_seconds), now)
+            claim = _claim_statement(sql.claim_due(workflows, limit, now), lease, lazy=True)
+            rows = await self._reads.fetch([(sql.GENERIC_PLAN, []), claim])
+            if rows is not None:
+                return _claimed_runs(rows[1], now)
+        return await self.run_sync(
+            self.claim, owner=owner, workflows=workflows, limit=limit, lease_seconds=lease_seconds,
+            now=now, concurrency=concurrency,
+        )  # fmt: skip
 
     def next_wake_at(
         self, *, owner: str, workflows: list[str], concurrency: Mapping[str, int] | None = None
@@ -356,14 +381,20 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         if not (sql.pg() and _pipelines()):
             return self.load_history(run_id), None
         rid = sql.rid(run_id)
-        messages = sql.select_available_messages(", ".join(MESSAGE_FIELDS), 0)
         with hot_cursor() as history_cursor, hot_cursor() as message_cursor:
             with connection.connection.pipeline():
                 history_cursor.execute(HISTORY_READ, [rid])
-                message_cursor.execute(messages, [rid, RESUME_MESSAGES + 1])
-            history = [entry_from_row(row) for row in history_cursor.fetchall()]
-            unconsumed = [message_from_row(row) for row in message_cursor.fetchall()]
-        return history, (unconsumed if len(unconsumed) <= RESUME_MESSAGES else None)
+                message_cursor.execute(RESUME_READ, [rid, RESUME_MESSAGES + 1])
+            return _resumed(history_cursor.fetchall(), message_cursor.fetchall())
+
+    async def aload_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
+        """A runner's read goes from its event loop (`loop_reads`) unless a call is in flight there."""
+        if self._reads is not None and not self._reads.busy:
+            rid = sql.rid(run_id)
+            rows = await self._reads.fetch([(HISTORY_READ, [rid]), (RESUME_READ, [rid, RESUME_MESSAGES + 1])])
+            if rows is not None:
+                return _resumed(*rows)
+        return await self.run_sync(self.load_resume, run_id)
 
     def available_messages(self, run_id: str, queues: list[str] | None, limit: int) -> list[MessageRecord]:
         """One prepared statement (one per number of queues): a resumed wait reads it."""
@@ -443,17 +474,12 @@ def _claim(
     statement, lease_params = lease
     if sql.pg():
         own_transaction = not connection.in_atomic_block
-        lazy = f", {sql.LAZY_FLUSH}" if own_transaction else ""
-        claim = (
-            f"{statement} FROM ({due}) AS claimed{lazy} WHERE workflows_run.id = claimed.claim_id"
-            f" RETURNING {CLAIM_RETURNING}, claimed.was_started, claimed.was_status, claimed.was_owner,"
-            " claimed.was_due"
-        )
+        claim, params = _claim_statement(pick, lease, lazy=own_transaction)
         if own_transaction and not lock and not park and _pipelines():
             with hot_cursor() as setting, hot_cursor() as cursor:
                 with connection.connection.pipeline():  # one round trip, one transaction
                     setting.execute(sql.GENERIC_PLAN)
-                    cursor.execute(claim, lease_params + due_params)
+                    cursor.execute(claim, params)
                 return cursor.fetchall()
         with contextlib.ExitStack() as stack:
             if lock:  # the claim's snapshot must be taken after the lock: a statement of its own
@@ -463,7 +489,7 @@ def _claim(
                 cursor.execute(sql.GROUP_LOCK, [sql.GROUP_LOCK_SPACE, lock])
             if park:
                 cursor.execute(*park)
-            cursor.execute(claim, lease_params + due_params)
+            cursor.execute(claim, params)
             return cursor.fetchall()
     # SQLite: the IMMEDIATE transaction excludes other writers between the two statements
     with transaction.atomic(), connection.cursor() as cursor:
@@ -484,6 +510,42 @@ def _setting(name: str) -> bool:
     """`WORKFLOWS["GROUP_COMMIT"]` or `["ASYNC_COMMITS"]`, default True (read here:
     `workflows.conf` imports the store)."""
     return bool(getattr(settings, "WORKFLOWS", {}).get(name, True))
+
+
+def _claim_statement(
+    pick: tuple[str, list[Any]], lease: tuple[str, list[Any]], lazy: bool
+) -> tuple[str, list[Any]]:
+    """PostgreSQL: the update that leases the runs `pick` selects, and its parameters. `lazy`:
+    its commit does not wait for the disk (`sql.LAZY_FLUSH`)."""
+    due, due_params = pick
+    statement, lease_params = lease
+    flush = f", {sql.LAZY_FLUSH}" if lazy else ""
+    text = (
+        f"{statement} FROM ({due}) AS claimed{flush} WHERE workflows_run.id = claimed.claim_id"
+        f" RETURNING {CLAIM_RETURNING}, claimed.was_started, claimed.was_status, claimed.was_owner,"
+        " claimed.was_due"
+    )
+    return text, lease_params + due_params
+
+
+def _claimed_runs(rows: list[Any], now: dt.datetime) -> list[RunRecord]:
+    """A claim's rows (RUN_COLUMNS, then the was-columns) as runs, in claim order."""
+    runs = []
+    for *row, was_started, was_status, was_owner, was_due in rows:
+        run = replace(run_from_row(tuple(row), fresh=was_started is None), due_at=timestamp(was_due))
+        if was_status == RunStatus.RUNNING:  # left by a runner whose lease lapsed
+            run = replace(run, taken_over=True, previous_owner=was_owner, lease_lapsed_at=timestamp(was_due))
+        runs.append(run)
+    return sorted(runs, key=lambda r: (-r.priority, r.due_at or now, r.id))
+
+
+def _resumed(history: list[Any], messages: list[Any]) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
+    """A resumed run's history and unconsumed messages from their rows (None: more than
+    RESUME_MESSAGES, read when it waits)."""
+    unconsumed = [message_from_row(row) for row in messages]
+    return [entry_from_row(row) for row in history], (
+        unconsumed if len(unconsumed) <= RESUME_MESSAGES else None
+    )
 
 
 def _connection_params() -> tuple[dict[str, Any], str | None]:

@@ -1,0 +1,165 @@
+"""A runner's claims and resume reads sent from its event loop (PostgreSQL, a runner's store):
+the same answers as through the database threads, the threads taking over while a call is in
+flight or when a statement is refused, and a failed connection said and replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+import psycopg
+import pytest
+from django.db import ProgrammingError, connection
+
+from tests.support import a_step
+from workflows.core.exceptions import StoreUnavailable
+from workflows.core.records import OutgoingMessage
+from workflows.models import Run
+from workflows.storage.django import DjangoStore
+from workflows.storage.django import store as store_module
+from workflows.storage.django.notify import _libpq_params
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),  # the store's own connections must see the rows
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="the loop's connections are PostgreSQL's"),
+]
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@pytest.fixture
+def store():
+    store = DjangoStore(db_threads=2)
+    assert store._reads is not None
+    yield store
+    store.close()
+
+
+def create(n: int, group: str | None = None) -> list[str]:
+    store = DjangoStore()
+    return [
+        store.get_or_create_run(
+            workflow="wf", key=[f"k{i}"], version="v", initial_state={}, now=now(), concurrency_group=group
+        )[0].id
+        for i in range(n)
+    ]
+
+
+def claim(store: DjangoStore, **kwargs):
+    args = {"owner": "a", "workflows": ["wf"], "limit": 10, "lease_seconds": 30, "now": now(), **kwargs}
+    return store.aclaim(**args)
+
+
+def test_a_claim_from_the_loop_leases_the_due_runs_in_order(store):
+    ids = create(3)
+    runs = asyncio.run(claim(store, limit=2))
+    assert store._reads.calls == 1
+    assert [r.id for r in runs] == ids[:2]  # FIFO
+    assert all(r.fresh and not r.taken_over and r.lease_owner == "a" for r in runs)
+    assert sorted(
+        Run.objects.filter(status="running", lease_owner="a").values_list("id", flat=True)
+    ) == sorted(Run.objects.filter(id__in=ids[:2]).values_list("id", flat=True))
+
+
+def test_a_lapsed_lease_claimed_from_the_loop_is_a_takeover(store):
+    [run_id] = create(1)
+    DjangoStore().claim(owner="gone", workflows=["wf"], limit=1, lease_seconds=30, now=now())
+    Run.objects.filter(id=run_id).update(wake_at=now() - dt.timedelta(seconds=1))  # the lease lapses
+    [run] = asyncio.run(claim(store))
+    assert store._reads.calls == 1
+    assert run.taken_over and run.previous_owner == "gone" and not run.fresh
+
+
+def test_a_claim_of_workflows_with_a_concurrency_limit_goes_through_the_threads(store):
+    create(2, group="g")
+    runs = asyncio.run(claim(store, concurrency={"wf": 1}))
+    assert len(runs) == 1 and store._reads.calls == 0
+
+
+def test_a_resume_read_from_the_loop_matches_the_threads(store):
+    [run_id] = create(1)
+    DjangoStore().claim(owner="a", workflows=["wf"], limit=1, lease_seconds=30, now=now())
+    for position in range(3):
+        DjangoStore().commit(run_id=run_id, owner="a", commit=a_step(position), now=now())
+    for body in ("x", "y"):
+        DjangoStore().send(OutgoingMessage(queue="q", body=body, run_id=run_id), now=now())
+    history, messages = asyncio.run(store.aload_resume(run_id))
+    assert store._reads.calls == 1
+    assert (history, messages) == DjangoStore().load_resume(run_id)
+    assert [e.output for e in history] == [0, 1, 2] and [m.body for m in messages] == ["x", "y"]
+
+
+def test_more_messages_than_a_resume_reads_leave_them_to_the_wait(store, monkeypatch):
+    monkeypatch.setattr(store_module, "RESUME_MESSAGES", 1)
+    [run_id] = create(1)
+    for body in ("x", "y"):
+        DjangoStore().send(OutgoingMessage(queue="q", body=body, run_id=run_id), now=now())
+    _history, messages = asyncio.run(store.aload_resume(run_id))
+    assert messages is None and store._reads.calls == 1
+
+
+def test_a_call_while_another_is_in_flight_goes_through_the_threads(store):
+    ids = create(2)
+
+    async def go():
+        return await asyncio.gather(store.aload_resume(ids[0]), store.aload_resume(ids[1]))
+
+    assert asyncio.run(go()) == [([], []), ([], [])]
+    assert store._reads.calls == 1  # the other went through a thread
+
+
+def test_a_refused_statement_is_made_again_through_the_threads_which_raise_their_error(store, monkeypatch):
+    monkeypatch.setattr(
+        store_module, "RESUME_READ", "SELECT no_such_column FROM workflows_message WHERE run_id = %s LIMIT %s"
+    )
+    [run_id] = create(1)
+    with pytest.raises((ProgrammingError, psycopg.ProgrammingError)):  # as the threads raise it
+        asyncio.run(store.aload_resume(run_id))
+    assert store._reads.refused == 1
+
+
+def test_a_connection_cut_under_it_says_unavailable_and_the_next_call_reconnects(store):
+    [run_id] = create(1)
+
+    async def go():
+        await store.aload_resume(run_id)
+        pid = store._reads.connection.current.info.backend_pid
+        with psycopg.connect(**_libpq_params(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        with pytest.raises(StoreUnavailable):
+            await store.aload_resume(run_id)
+        assert await claim(store) != []
+        return pid, store._reads.connection.current.info.backend_pid
+
+    before, after = asyncio.run(go())
+    assert before != after
+
+
+def test_a_call_cancelled_mid_way_drops_the_connection_and_the_next_one_works(store):
+    [run_id] = create(1)
+
+    async def go():
+        await store.aload_resume(run_id)
+        first = store._reads.connection.current
+        call = asyncio.ensure_future(store.aload_resume(run_id))
+        await asyncio.sleep(0)  # it has sent its statements
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert first.closed  # not left mid-pipeline for the next call
+        return await store.aload_resume(run_id)
+
+    assert asyncio.run(go()) == ([], [])
+
+
+def test_off(settings):
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "ASYNC_CLAIMS": False}
+    store = DjangoStore(db_threads=1)
+    try:
+        assert store._reads is None
+        create(1)
+        assert len(asyncio.run(claim(store))) == 1
+    finally:
+        store.close()

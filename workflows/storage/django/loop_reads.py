@@ -1,0 +1,75 @@
+"""A runner's claims and resumed runs' reads sent from its event loop, on a connection of their
+own (`loop_connection`; step commits have another, so a claim never waits behind a commit). A
+run woken by a message pays two such calls before its first step, the claim and then the read of
+its history and messages; through a database thread each cost a hop to the thread and back on
+top of its round trip (`bench/send_path.py` shows the phases).
+
+One call at a time: while one is in flight the next goes through the database threads, so a
+runner waking for one run pays no hop, and a busy one still reads as many histories at once as
+it has threads. The claim of workflows with a concurrency limit stays on the threads (it takes
+their advisory lock in a transaction of several statements).
+
+Failures are said as the threads say them. The connection failing (psycopg's OperationalError,
+InterfaceError): StoreUnavailable, and the connection is dropped (a claim that may have landed
+leaves its runs to lapse, as through the threads). A statement refused (anything else psycopg
+raises): nothing was written (the statements share one transaction), so the caller makes the
+same call through the threads, which raise Django's error. Written by hand: two statements in
+one round trip on the loop's connection is what no library does for Django's queries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from ...core.exceptions import StoreUnavailable
+from .loop_connection import LoopConnection
+
+Statement = tuple[str, Sequence[Any]]
+
+
+class LoopReads:
+    def __init__(self, connect: Callable[[], Awaitable[Any]]) -> None:
+        self.connection = LoopConnection(connect)
+        self._busy = False
+        self.calls = 0  # answered here (tests, benchmarks)
+        self.statements = 0  # ... in this many statements
+        self.refused = 0  # refused here, so made through the threads
+
+    @property
+    def busy(self) -> bool:
+        """A call is in flight: the next goes through the threads."""
+        return self._busy
+
+    async def fetch(self, statements: list[Statement]) -> list[list[tuple[Any, ...]]] | None:
+        """Each statement's rows; all sent in one pipeline: one round trip, one transaction.
+        None when a statement was refused (nothing of them was written)."""
+        import psycopg
+
+        self._busy = True
+        try:
+            conn = await self.connection.get()
+            async with contextlib.AsyncExitStack() as stack:
+                cursors = [await stack.enter_async_context(conn.cursor()) for _ in statements]
+                async with conn.pipeline():
+                    for cursor, (text, params) in zip(cursors, statements, strict=True):
+                        await cursor.execute(text, params, prepare=True)  # unless it prepares nothing
+                rows = [await cursor.fetchall() for cursor in cursors]
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            self.connection.forget()
+            raise StoreUnavailable(f"the database failed: {exc}".strip()) from exc
+        except (psycopg.Error, ValueError, TypeError):
+            self.refused += 1
+            return None
+        except BaseException:  # cancelled mid-call: the connection may be left mid-pipeline
+            self.connection.forget()
+            raise
+        finally:
+            self._busy = False
+        self.calls += 1
+        self.statements += len(statements)
+        return rows
+
+    def close(self) -> None:
+        self.connection.forget()
