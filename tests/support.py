@@ -38,6 +38,19 @@ def lock_waiters() -> int:
     return row[0]
 
 
+def claimed_runs(n: int) -> list[str]:
+    """n new runs of workflow "wf", claimed by owner "a" (a 30 s lease)."""
+    from workflows.storage.django import DjangoStore
+
+    store = DjangoStore()
+    now = dt.datetime.now(dt.UTC)
+    for i in range(n):
+        store.get_or_create_run(workflow="wf", key=[f"k{i}"], version="v", initial_state={}, now=now)
+    runs = store.claim(owner="a", workflows=["wf"], limit=n, lease_seconds=30, now=now)
+    assert len(runs) == n
+    return [r.id for r in runs]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -49,3 +49,15 @@ def h(transactional_db):
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def runner_store():
+    """A runner's store (PostgreSQL): database threads, step commits, claims and resume reads
+    on connections of its own in the event loop."""
+    from workflows.storage.django.async_commits import AsyncCommits
+
+    store = DjangoStore(db_threads=2)
+    assert isinstance(store._group, AsyncCommits) and store._reads is not None
+    yield store
+    store.close()

@@ -17,7 +17,6 @@ from tests.support import a_step, wait_for
 from workflows.core.exceptions import LeaseLost, StoreUnavailable
 from workflows.models import Entry
 from workflows.storage.django import DjangoStore
-from workflows.storage.django.async_commits import AsyncCommits
 from workflows.storage.django.notify import _libpq_params
 
 pytestmark = [
@@ -38,11 +37,8 @@ def claimed_run() -> str:
 
 
 @pytest.fixture
-def store():
-    store = DjangoStore(db_threads=2)
-    assert isinstance(store._group, AsyncCommits)
-    yield store
-    store.close()
+def store(runner_store):
+    return runner_store
 
 
 def test_a_connection_cut_under_it_says_unavailable_and_the_next_commit_reconnects(store):

@@ -14,11 +14,9 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.support import a_step, lock_waiters, wait_for
+from tests.support import a_step, claimed_runs, lock_waiters, wait_for
 from workflows.core.records import OutgoingMessage
 from workflows.models import Entry, Message
-from workflows.storage.django import DjangoStore
-from workflows.storage.django.async_commits import AsyncCommits
 from workflows.storage.django.notify import _libpq_params
 
 pytestmark = [
@@ -31,19 +29,9 @@ def now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def claimed_runs(n: int) -> list[str]:
-    store = DjangoStore()
-    for i in range(n):
-        store.get_or_create_run(workflow="wf", key=[f"k{i}"], version="v", initial_state={}, now=now())
-    return [run.id for run in store.claim(owner="a", workflows=["wf"], limit=n, lease_seconds=30, now=now())]
-
-
 @pytest.fixture
-def store():
-    store = DjangoStore(db_threads=2)
-    assert isinstance(store._group, AsyncCommits)
-    yield store
-    store.close()
+def store(runner_store):
+    return runner_store
 
 
 @pytest.mark.parametrize("first", [0, 1])

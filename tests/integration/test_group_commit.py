@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from django.db import IntegrityError, OperationalError, connection
 
-from tests.support import lock_waiters, wait_for
+from tests.support import claimed_runs, lock_waiters, wait_for
 from workflows.core.exceptions import LeaseLost, StoreUnavailable
 from workflows.core.records import AttemptWrite, Commit, EntryWrite, Transition
 from workflows.models import Entry, Run
@@ -41,15 +41,6 @@ def a_step(position: int, output: object = None) -> Commit:
     )  # fmt: skip
     attempt = AttemptWrite(number=1, started_at=now(), finished_at=now(), outcome="ok")
     return Commit(entries=[(entry, attempt)], events=[("progress", {"at": position})], state={"at": position})
-
-
-def claimed_runs(n: int) -> list[str]:
-    store = DjangoStore()
-    for i in range(n):
-        store.get_or_create_run(workflow="wf", key=[f"k{i}"], version="v", initial_state={}, now=now())
-    runs = store.claim(owner="a", workflows=["wf"], limit=n, lease_seconds=30, now=now())
-    assert len(runs) == n
-    return [r.id for r in runs]
 
 
 @pytest.fixture(params=["async", "threads"], autouse=True)

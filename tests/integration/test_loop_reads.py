@@ -30,11 +30,8 @@ def now() -> dt.datetime:
 
 
 @pytest.fixture
-def store():
-    store = DjangoStore(db_threads=2)
-    assert store._reads is not None
-    yield store
-    store.close()
+def store(runner_store):
+    return runner_store
 
 
 def create(n: int, group: str | None = None) -> list[str]:
