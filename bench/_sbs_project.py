@@ -49,9 +49,18 @@ def install_counter() -> None:
     connection_created.connect(on_created, weak=False)
 
 
-async def _runs(plan: list[tuple[str, str]]) -> list[tuple[str, float, float]]:
-    """Each (workflow, key) in turn: created through the client, executed by `runner.run_due()`,
-    then its record read back completed. Returns (workflow, start -> result read, start ->
+# How a run is started and executed in the measuring process:
+# - "here": `runner.start(workflow, key)` creates it leased to the runner, which executes it at
+#   once (no claim), as DBOS's `start_workflow` runs a workflow in the process that starts it;
+#   `runner.executed(run_id)` waits for that execution;
+# - "claim": `client.aget_or_create(key)` creates it runnable, then `runner.run_due()` claims and
+#   executes it (and claims once more, finding nothing), as a run started elsewhere is run.
+# Either way the record is then read back completed (`handle.ainfo()`).
+WAYS = ("here", "claim")
+
+
+async def _runs(plan: list[tuple[str, str, str]]) -> list[tuple[str, str, float, float]]:
+    """Each (workflow, key, way) in turn. Returns (workflow, way, start -> result read, start ->
     completion commit) seconds."""
     from bench import _inprocess
     from workflows import conf
@@ -63,44 +72,50 @@ async def _runs(plan: list[tuple[str, str]]) -> list[tuple[str, float, float]]:
     clients = {}
     out = []
     try:
-        for workflow, key in plan:
+        for workflow, key, way in plan:
             if workflow not in clients:
-                clients[workflow] = registry.client(workflow)
-                clients[workflow].store = store
+                clients[workflow] = registry.client(workflow, store=store)
             t0 = time.perf_counter()
-            handle = await clients[workflow].aget_or_create([key])
-            await runner.run_due()
+            if way == "here":
+                handle = await runner.start(workflow, [key])
+                await runner.executed(handle.run_id)
+            else:
+                handle = await clients[workflow].aget_or_create([key])
+                await runner.run_due()
             info = await handle.ainfo()
             t1 = time.perf_counter()
             if info.status != "completed":
                 raise RuntimeError(f"{workflow} ended {info.status}")
-            out.append((workflow, t1 - t0, store.completed[handle.run_id] - t0))
+            out.append((workflow, way, t1 - t0, store.completed[handle.run_id] - t0))
     finally:
         if COUNTING and isinstance(store._group, AsyncCommits):  # sent on its own connection,
             STATEMENTS["all"] += store._group.statements  # which Django's wrappers never see
-        if COUNTING and store._reads is not None:  # claims and resume reads: the same
+        if COUNTING and store._reads is not None:  # claims, starts and reads: the same
             STATEMENTS["all"] += store._reads.statements
         store.close()
     return out
 
 
 def in_process(n: int, warmup: int = 3) -> dict[str, Any]:
-    """0-step and 10-step runs alternately, in this process."""
+    """0-step and 10-step runs alternately, in this process, each way in turn ("zero", "ten":
+    started here; "zero_claim", "ten_claim": through a client and a claim)."""
     from bench import _inprocess
     from bench._db import reset_tables
 
     reset_tables()
     plan = []
     for i in range(n + warmup):
-        plan += [("sbs_zero", f"z-{i}"), ("bench_ten", f"t-{i}")]
-    done = _inprocess._in_loop(_runs(plan))[2 * warmup :]
+        for way in WAYS:
+            plan += [("sbs_zero", f"z-{way}-{i}", way), ("bench_ten", f"t-{way}-{i}", way)]
+    done = _inprocess._in_loop(_runs(plan))[2 * len(WAYS) * warmup :]
     out: dict[str, Any] = {}
-    for label, workflow in (("zero", "sbs_zero"), ("ten", "bench_ten")):
-        mine = [d for d in done if d[0] == workflow]
-        out[label] = {
-            "to_result": stats_ms([d[1] for d in mine]),
-            "to_completion_commit": stats_ms([d[2] for d in mine]),
-        }
+    for way in WAYS:
+        for label, workflow in (("zero", "sbs_zero"), ("ten", "bench_ten")):
+            mine = [d for d in done if d[0] == workflow and d[1] == way]
+            out[label if way == "here" else f"{label}_{way}"] = {
+                "to_result": stats_ms([d[2] for d in mine]),
+                "to_completion_commit": stats_ms([d[3] for d in mine]),
+            }
     return out
 
 
@@ -117,7 +132,7 @@ def _close_connections() -> None:
 
 def stats_windows(n: int) -> dict[str, Any]:
     """Statements, transactions, WAL and tuple writes of n 0-step runs and of n 10-step runs,
-    executed as in `in_process`; all connections are closed around each batch (see _sbs_pg)."""
+    started here as in `in_process`; all connections are closed around each batch (see _sbs_pg)."""
     global COUNTING
     from bench import _inprocess, _sbs_pg
     from bench._db import reset_tables
@@ -130,7 +145,7 @@ def stats_windows(n: int) -> dict[str, Any]:
     for label, workflow in (("empty", None), ("zero", "sbs_zero"), ("ten", "bench_ten")):
         STATEMENTS.clear()
         COUNTING = True
-        plan = [(workflow, f"{label}-{i}") for i in range(n)] if workflow else []
+        plan = [(workflow, f"{label}-{i}", "here") for i in range(n)] if workflow else []
         _inprocess._in_loop(_runs(plan))
         COUNTING = False
         _close_connections()

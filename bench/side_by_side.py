@@ -15,8 +15,12 @@ never meet Django's; the project in a Django child process):
   database just before its round (median ms; its inverse mean is the floor of steps/s);
 - 0-step and 10-step workflow, start -> result, in the measuring process, alternately, median ms.
   DBOS: `DBOS.start_workflow(wf)` then `handle.get_result()` (steps are `@DBOS.step` functions
-  returning 7). Project: `client.aget_or_create(key)`, `runner.run_due()` (a Runner built as
-  `runworkflows` builds it, over the real DjangoStore), then `handle.ainfo()` read back completed;
+  returning 7): the workflow runs in the process that starts it. Project, the same way:
+  `runner.start(name, key)` (a Runner built as `runworkflows` builds it, over the real
+  DjangoStore: the run is created leased to it and executed at once), `runner.executed(run_id)`,
+  then `handle.ainfo()` read back completed. Two more rows, the project only: the same runs
+  started through `client.aget_or_create(key)` and executed by `runner.run_due()` (a claim, as a
+  run started in another process is run), interleaved with the others;
 - durable overhead per step = (10-step - 0-step) / 10, from those medians;
 - steps/s: N runs x 10 steps submitted in one transaction while 2 idle worker processes wait,
   counted from the steps' own start/finish timestamps. DBOS: 2 processes each launching DBOS and
@@ -189,7 +193,7 @@ def run_project(sizes: dict[str, Any], tmp: Path) -> dict[str, Any]:
 # --- figures ------------------------------------------------------------------------------------------
 
 
-def headline(f: dict[str, Any]) -> dict[str, float]:
+def headline(f: dict[str, Any]) -> dict[str, float | None]:
     ten, zero = f["ten"]["to_result"]["median_ms"], f["zero"]["to_result"]["median_ms"]
     return {
         "overhead_ms": (ten - zero) / 10,
@@ -199,6 +203,9 @@ def headline(f: dict[str, Any]) -> dict[str, float]:
         "steps_per_s": f["throughput"]["steps_per_s"],
         "send_median_ms": f["send"]["median_ms"],
         "send_p99_ms": f["send"]["p99_ms"],
+        # The project only: the same runs through a client and a claim (see _sbs_project.WAYS).
+        "zero_claim_ms": f["zero_claim"]["to_result"]["median_ms"] if "zero_claim" in f else None,
+        "ten_claim_ms": f["ten_claim"]["to_result"]["median_ms"] if "ten_claim" in f else None,
     }
 
 
@@ -265,6 +272,8 @@ ROWS = (
     ("steps_per_s", "steps/s, N x 10-step runs, 2 worker processes (floor: inserts/s)", 0, ("per_s", 1)),
     ("send_median_ms", "send -> first step starts, median ms", 2, None),
     ("send_p99_ms", "send -> first step starts, p99 ms", 2, None),
+    ("zero_claim_ms", "project only: 0-step run via a client, then a claim, median ms", 2, ("ms", 1)),
+    ("ten_claim_ms", "project only: 10-step run via a client, then a claim, median ms", 2, ("ms", 10)),
 )
 
 PG_ROWS = (

@@ -12,7 +12,7 @@ import pytest
 from django.db import ProgrammingError, connection
 
 from tests.support import a_step
-from workflows.core.exceptions import StoreUnavailable
+from workflows.core.exceptions import RunNotFound, StoreUnavailable
 from workflows.core.records import OutgoingMessage
 from workflows.models import Run
 from workflows.storage.django import DjangoStore
@@ -86,6 +86,32 @@ def test_a_resume_read_from_the_loop_matches_the_threads(store):
     assert store._reads.calls == 1
     assert (history, messages) == DjangoStore().load_resume(run_id)
     assert [e.output for e in history] == [0, 1, 2] and [m.body for m in messages] == ["x", "y"]
+
+
+def test_a_run_created_from_the_loop_is_runnable_and_a_taken_key_answers_its_run(store):
+    start = {"workflow": "wf", "version": "v", "initial_state": {"n": 1}, "now": now()}
+
+    async def go():
+        made, created = await store.aget_or_create_run(key=["k"], **start)
+        again, created_again = await store.aget_or_create_run(key=["k"], **start)
+        return made, created, again, created_again
+
+    made, created, again, created_again = asyncio.run(go())
+    assert created and made.fresh and made.state == {"n": 1} and made.status == "pending"
+    assert (again.id, created_again) == (made.id, False)
+    assert store._reads.calls == 2  # the taken key's read went through a thread
+    assert [
+        r.id for r in DjangoStore().claim(owner="a", workflows=["wf"], limit=5, lease_seconds=30, now=now())
+    ] == [made.id]
+
+
+def test_a_run_read_from_the_loop_matches_the_threads_and_a_missing_one_is_not_found(store):
+    [run_id] = create(1)
+    assert asyncio.run(store.aget_run(run_id)) == DjangoStore().get_run(run_id)
+    assert store._reads.calls == 1
+    for missing in ("7d1a8a1e-0000-4000-8000-000000000000", "not-a-uuid"):
+        with pytest.raises(RunNotFound):
+            asyncio.run(store.aget_run(missing))
 
 
 def test_more_messages_than_a_resume_reads_leave_them_to_the_wait(store, monkeypatch):

@@ -46,7 +46,7 @@ class WorkflowClient:
     def _handle(self, run: RunRecord, created: bool = False) -> RunHandle:
         return RunHandle(self, run, created)
 
-    def _start_args(
+    def start_args(
         self,
         key: list[str] | tuple[str, ...],
         state: Mapping[str, Any] | None,
@@ -100,7 +100,7 @@ class WorkflowClient:
         starts a new one under the key. `debounce=N` (seconds): the run starts N seconds after the
         last such start of the key; each one that comes before the run has started pushes it back
         and replaces its `state`."""
-        args = self._start_args(key, state, on_conflict, debounce, priority)
+        args = self.start_args(key, state, on_conflict, debounce, priority)
         with producer_span("start", self.name) as producer:
             if on_conflict == "existing" and debounce is None:
                 run, created = self.store.get_or_create_run(**args, trace_context=producer.carrier)
@@ -120,7 +120,7 @@ class WorkflowClient:
         debounce: float | None = None,
         priority: int = 0,
     ) -> RunHandle:
-        args = self._start_args(key, state, on_conflict, debounce, priority)
+        args = self.start_args(key, state, on_conflict, debounce, priority)
         with producer_span("start", self.name) as producer:
             if on_conflict == "existing" and debounce is None:
                 run, created = await self.store.aget_or_create_run(**args, trace_context=producer.carrier)

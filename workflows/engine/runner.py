@@ -14,14 +14,17 @@ import os
 import random
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from ..core.clock import Clock
 from ..core.exceptions import LeaseLost, StoreUnavailable
 from ..core.records import Commit, RunnerRecord, RunRecord
 from ..storage.base import Store
+from ..telemetry.tracing import producer_span
 from . import defaults, presence
+from .client import RunHandle
 from .definition import Registry
 from .execution import Ended, Execution
 from .observers import Observer, Observers, RunnerSample
@@ -104,6 +107,53 @@ class Runner:
     def _poke(self) -> None:
         if self._wake is not None:
             self._wake.set()
+
+    # --- starting runs here ----------------------------------------------------------------------
+
+    async def start(
+        self,
+        workflow: str,
+        key: list[str] | tuple[str, ...],
+        *,
+        state: Mapping[str, Any] | None = None,
+        priority: int = 0,
+    ) -> RunHandle:
+        """The run of `key` (as `client.aget_or_create`), executed by this runner at once when it
+        creates it and has a free slot: a store that can (PostgreSQL) creates it already leased
+        here, so no claim follows and no other runner is woken, as DBOS's `start_workflow` runs a
+        workflow in the process that starts it. A workflow with a concurrency limit, a full or
+        stopping runner, or a key that already has a run takes the usual way (the run waits for
+        a claim, this runner's included). `executed(run_id)` waits for the execution here."""
+        client = self.registry.client(workflow, store=self.store, clock=self.clock)
+        args = client.start_args(key, state, "existing", None, priority)
+        hold = (
+            not self._stopping
+            and workflow not in self._caps
+            and args["concurrency_group"] is None
+            and len(self._tasks) < self.concurrency
+        )
+        held = False
+        with producer_span("start", workflow) as producer:
+            if hold:
+                del args["concurrency_group"]
+                run, created, held = await self.store.aget_or_create_held_run(
+                    owner=self.owner, lease_seconds=self.lease_seconds, **args, trace_context=producer.carrier
+                )
+            else:
+                run, created = await self.store.aget_or_create_run(**args, trace_context=producer.carrier)
+            producer.produced(run_id=run.id, created=created)
+        if held:
+            self._tasks[run.id] = asyncio.create_task(self._execute(run), name=f"run-{run.id}")
+        elif created:
+            self._poke()  # stores don't notify their own writes
+        return RunHandle(client, run, created)
+
+    async def executed(self, run_id: str) -> None:
+        """Wait until this runner's execution of the run (if any) has ended: the run finished,
+        waits, or was handed back. At once when this runner is not executing it."""
+        task = self._tasks.get(run_id)
+        if task is not None:
+            await asyncio.shield(task)
 
     # --- the loop --------------------------------------------------------------------------------
 

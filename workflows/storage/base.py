@@ -59,6 +59,30 @@ class Store(ABC):
         idempotent. `trace_context` (the starter's W3C carrier), `priority` and
         `concurrency_group` are kept with a new run only."""
 
+    def get_or_create_held_run(
+        self,
+        *,
+        owner: str,
+        lease_seconds: float,
+        workflow: str,
+        key: list[str],
+        version: str,
+        initial_state: dict[str, Any],
+        now: dt.datetime,
+        trace_context: dict[str, str] | None = None,
+        priority: int = 0,
+    ) -> tuple[RunRecord, bool, bool]:
+        """`get_or_create_run` for a runner that will execute a new run itself (`Runner.start`):
+        (run, created, held). A store that can creates the run already leased to `owner` for
+        `lease_seconds`, as a claim would leave it (held True): no claim follows and no other runner
+        is woken. This default creates it runnable (held False): the runner claims it as any other.
+        Never for a run in a concurrency group (its admission is the claim's)."""
+        run, created = self.get_or_create_run(
+            workflow=workflow, key=key, version=version, initial_state=initial_state, now=now,
+            trace_context=trace_context, priority=priority,
+        )  # fmt: skip
+        return run, created, False
+
     @abstractmethod
     def get_run(self, run_id: str) -> RunRecord:
         """Raises RunNotFound."""
@@ -307,6 +331,7 @@ class Store(ABC):
         return fn(*args, **kwargs)
 
     aget_or_create_run = _twin("get_or_create_run")
+    aget_or_create_held_run = _twin("get_or_create_held_run")
     aget_run = _twin("get_run")
     afind_run = _twin("find_run")
     aclaim = _twin("claim")

@@ -264,6 +264,15 @@ INSERT_RUN_IF_NEW = (
     " ON CONFLICT (workflow, key_hash) DO NOTHING RETURNING {columns})"
     " SELECT {columns}, pg_notify(%s, '')::text FROM new"
 )
+# PostgreSQL: a new run already leased to the runner that starts it (`Runner.start`): it runs in
+# that process at once, so no claim follows and no other runner is woken (no NOTIFY).
+INSERT_HELD_RUN_IF_NEW = (
+    "INSERT INTO workflows_run (id, workflow, key, key_text, key_hash, version, status, state,"
+    " created_at, updated_at, transitioned_at, started_at, wake_at, lease_owner, cancel_requested, epoch,"
+    " trace_context, priority, concurrency_group)"
+    " VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, FALSE, 0, %s::jsonb, %s, NULL)"
+    " ON CONFLICT (workflow, key_hash) DO NOTHING RETURNING {columns}"
+)
 
 
 # --- a commit: the fenced run update ----------------------------------------------------------------

@@ -184,6 +184,70 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             return run_record(Run.objects.get(workflow=workflow, key_hash=key_hash)), False
         return run_record(run), True
 
+    def get_or_create_held_run(
+        self,
+        *,
+        owner: str,
+        lease_seconds: float,
+        workflow: str,
+        key: list[str],
+        version: str,
+        initial_state: dict[str, Any],
+        now: dt.datetime,
+        trace_context: dict[str, str] | None = None,
+        priority: int = 0,
+    ) -> tuple[RunRecord, bool, bool]:
+        """PostgreSQL: one statement creates the run leased to `owner` (`writes.held_run_statement`);
+        a key already taken answers its run, not held. SQLite: the default (created runnable)."""
+        start: dict[str, Any] = {
+            "workflow": workflow, "key": key, "version": version, "initial_state": initial_state,
+            "now": now, "trace_context": trace_context, "priority": priority,
+        }  # fmt: skip
+        if sql.pg():
+            lease_until = now + dt.timedelta(seconds=lease_seconds)
+            with hot_cursor() as cursor:
+                cursor.execute(*writes.held_run_statement(owner, lease_until, **start))
+                row = cursor.fetchone()
+            if row is not None:
+                return _held(row, now), True, True
+        run, created = self.get_or_create_run(**start)
+        return run, created, False
+
+    async def aget_or_create_held_run(self, **start: Any) -> tuple[RunRecord, bool, bool]:
+        """From the runner's event loop (`loop_reads`) unless a call is in flight there."""
+        if self._reads is not None and not self._reads.busy:
+            owner, lease_seconds, now = start["owner"], start["lease_seconds"], start["now"]
+            rest = {k: v for k, v in start.items() if k not in ("owner", "lease_seconds")}
+            lease_until = now + dt.timedelta(seconds=lease_seconds)
+            rows = await self._reads.fetch([writes.held_run_statement(owner, lease_until, **rest)])
+            if rows is not None and rows[0]:
+                return _held(rows[0][0], now), True, True
+        return await self.run_sync(self.get_or_create_held_run, **start)
+
+    async def aget_or_create_run(self, **start: Any) -> tuple[RunRecord, bool]:
+        """A runner's store (a run started by a workflow's code, `Runner.start`) creates from its
+        event loop (`loop_reads`) unless a call is in flight there; a taken key goes through the
+        threads, which read its run."""
+        if self._reads is not None and not self._reads.busy:
+            rows = await self._reads.fetch([writes.new_run_statement(**start)])
+            if rows is not None and rows[0]:
+                return run_from_row(rows[0][0][:-1], fresh=True), True
+        return await self.run_sync(self.get_or_create_run, **start)
+
+    async def aget_run(self, run_id: str) -> RunRecord:
+        """A runner's store reads from its event loop (`loop_reads`) unless a call is in flight there."""
+        if self._reads is not None and not self._reads.busy:
+            try:
+                rid = sql.rid(run_id)
+            except (ValidationError, ValueError, TypeError):  # not a UUID
+                raise RunNotFound(f"no run with id {quoted(run_id)}") from None
+            rows = await self._reads.fetch([(RUN_READ, [rid])])
+            if rows is not None:
+                if not rows[0]:
+                    raise RunNotFound(f"no run with id {quoted(run_id)}")
+                return run_from_row(rows[0][0])
+        return await self.run_sync(self.get_run, run_id)
+
     def get_run(self, run_id: str) -> RunRecord:
         """One prepared statement, no model instance: clients poll it (`handle.info()`)."""
         try:
@@ -537,6 +601,11 @@ def _claimed_runs(rows: list[Any], now: dt.datetime) -> list[RunRecord]:
             run = replace(run, taken_over=True, previous_owner=was_owner, lease_lapsed_at=timestamp(was_due))
         runs.append(run)
     return sorted(runs, key=lambda r: (-r.priority, r.due_at or now, r.id))
+
+
+def _held(row: Any, now: dt.datetime) -> RunRecord:
+    """A run created held (RUN_COLUMNS), as a claim of it would be: fresh, due since now."""
+    return replace(run_from_row(tuple(row), fresh=True), due_at=now)
 
 
 def _resumed(history: list[Any], messages: list[Any]) -> tuple[list[EntryRecord], list[MessageRecord] | None]:

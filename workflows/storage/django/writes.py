@@ -387,17 +387,57 @@ def insert_run_if_new(
     """PostgreSQL: a new run, runnable at once, and the NOTIFY that wakes runners, in ONE statement
     (no look-up, savepoint or separate notify first: the start of a run costs one round trip).
     None when the workflow already has a run of that key."""
+    statement = new_run_statement(
+        workflow, key, version, initial_state, now, trace_context, priority, concurrency_group
+    )
+    with hot_cursor() as cursor:
+        cursor.execute(*statement)
+        row = cursor.fetchone()
+    return None if row is None else run_from_row(row[:-1], fresh=True)
+
+
+def new_run_statement(
+    workflow: str,
+    key: list[str],
+    version: str,
+    initial_state: dict[str, Any],
+    now: dt.datetime,
+    trace_context: dict[str, str] | None = None,
+    priority: int = 0,
+    concurrency_group: str | None = None,
+) -> tuple[str, list[Any]]:
+    """PostgreSQL: `insert_run_if_new`'s statement (rows: RUN_COLUMNS, then the notify's)."""
     key_text, key_hash = key_identity(key)
-    columns = ", ".join(RUN_COLUMNS)
     params = [
         sql.rid(str(uuid.uuid4())), workflow, sql.j(key), key_text, key_hash, version, RunStatus.PENDING,
         sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now), sql.t(now), sql.j(trace_context or None),
         priority, concurrency_group, NOTIFY_CHANNEL,
     ]  # fmt: skip
-    with hot_cursor() as cursor:
-        cursor.execute(sql.INSERT_RUN_IF_NEW.format(columns=columns), params)
-        row = cursor.fetchone()
-    return None if row is None else run_from_row(row[:-1], fresh=True)
+    return sql.INSERT_RUN_IF_NEW.format(columns=", ".join(RUN_COLUMNS)), params
+
+
+def held_run_statement(
+    owner: str,
+    lease_until: dt.datetime,
+    workflow: str,
+    key: list[str],
+    version: str,
+    initial_state: dict[str, Any],
+    now: dt.datetime,
+    trace_context: dict[str, str] | None = None,
+    priority: int = 0,
+) -> tuple[str, list[Any]]:
+    """PostgreSQL: a new run leased to `owner` until `lease_until`, as a claim leaves it (running,
+    started now), in one statement and without waking runners; no row when the key is taken.
+    Rows: RUN_COLUMNS. Only for runs outside any concurrency group: their admission needs the
+    group's lock (a claim)."""
+    key_text, key_hash = key_identity(key)
+    params = [
+        sql.rid(str(uuid.uuid4())), workflow, sql.j(key), key_text, key_hash, version, RunStatus.RUNNING,
+        sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now), sql.t(now), sql.t(lease_until), owner,
+        sql.j(trace_context or None), priority,
+    ]  # fmt: skip
+    return sql.INSERT_HELD_RUN_IF_NEW.format(columns=", ".join(RUN_COLUMNS)), params
 
 
 def start_run(
