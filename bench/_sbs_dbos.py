@@ -293,13 +293,17 @@ def throughput_and_busy(
             lambda: _scalar(engine, done_sql, p="bl-%"), 1, what="the backlog to start", interval=0.005
         )
         samples = []
+        busy_floor = _sbs_pg.BusyFloor(url)
         for i in range(submits + 3):
             t = time.perf_counter()
             client.enqueue({"workflow_name": "sbs_ten", "queue_name": TP_QUEUE, "workflow_id": f"sub-{i}"})
             elapsed = time.perf_counter() - t
             if i >= 3:
                 samples.append(elapsed)
-            time.sleep(0.01)
+            time.sleep(0.005)
+            busy_floor.insert(keep=i >= 3)
+            time.sleep(0.005)
+        floor_busy = busy_floor.close()
         left = _scalar(
             engine,
             "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid LIKE 'bl-%' AND status <> 'SUCCESS'",
@@ -309,6 +313,7 @@ def throughput_and_busy(
     busy = stats_ms(samples)
     busy["backlog"] = backlog
     busy["backlog_left_after_last_submit"] = left
+    busy["floor"] = floor_busy
     return {"throughput": tp, "submit_busy": busy}
 
 
@@ -348,6 +353,7 @@ def driver_main(args: argparse.Namespace) -> None:
     launch(url, executor, queues=[])
     DBOS.register_queue(TP_QUEUE, worker_concurrency=20, polling_interval_sec=sizes["dbos_poll"])
     DBOS.register_queue(WAIT_QUEUE, polling_interval_sec=sizes["dbos_poll"])
+    _sbs_pg.checkpoint(url)  # after DBOS's own migrations (at launch)
     progress(f"dbos: in-process 0-step and 10-step workflows ({sizes['ten']} each)")
     figures.update(in_process(sizes["ten"]))
     progress(f"dbos: statements, WAL and tuple writes ({sizes['stats']} runs of each)")

@@ -47,6 +47,38 @@ def floor(url: str, n: int) -> dict[str, Any]:
     return out
 
 
+class BusyFloor:
+    """The floor insert timed at the same moments as the submits under load (one after each, on a
+    connection of its own): how much a system's busy workers slow any commit on the machine, to
+    read its submit figure against."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS bench_sbs_busy_floor (id bigserial PRIMARY KEY, v integer)"
+        )
+        self.samples: list[float] = []
+
+    def insert(self, keep: bool) -> None:
+        t0 = time.perf_counter()
+        self.conn.execute("INSERT INTO bench_sbs_busy_floor (v) VALUES (%s)", [len(self.samples)])
+        if keep:
+            self.samples.append(time.perf_counter() - t0)
+
+    def close(self) -> dict[str, Any]:
+        self.conn.execute("DROP TABLE bench_sbs_busy_floor")
+        self.conn.close()
+        return stats_ms(self.samples)
+
+
+def checkpoint(url: str) -> None:
+    """A CHECKPOINT (superuser): a system's timed figures start with the dirty pages of its new
+    database and migrations written out, not competing with its commits for the disk. Each system
+    gets one after its last DDL and before its first timed figure."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+
+
 def server_info(url: str) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         version = conn.execute("SHOW server_version").fetchone()[0]

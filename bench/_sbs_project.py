@@ -196,13 +196,17 @@ def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
         _sbs_pg.wait_count(lambda: _completed('["bl-'), 1, what="the backlog to start", interval=0.005)
         client = conf.registry().client("bench_ten")
         samples = []
+        busy_floor = _sbs_pg.BusyFloor(database_url(DB))
         for i in range(submits + 3):
             t = time.perf_counter()
             client.get_or_create([f"sub-{i}"])
             elapsed = time.perf_counter() - t
             if i >= 3:
                 samples.append(elapsed)
-            time.sleep(0.01)
+            time.sleep(0.005)
+            busy_floor.insert(keep=i >= 3)
+            time.sleep(0.005)
+        floor_busy = busy_floor.close()
         left = backlog - _completed('["bl-')
     finally:
         for r in runners:
@@ -213,6 +217,7 @@ def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
     busy = stats_ms(samples)
     busy["backlog"] = backlog
     busy["backlog_left_after_last_submit"] = left
+    busy["floor"] = floor_busy
     return {"throughput": tp, "submit_busy": busy}
 
 
