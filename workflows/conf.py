@@ -79,9 +79,10 @@ ASYNC_COMMITS (default `True`)
     loop on a connection of its own (psycopg's async connection), not through a database
     thread. `False`: every commit goes through the database threads.
 ASYNC_CLAIMS (default `True`)
-    PostgreSQL, in a runner: its claims (of workflows with no concurrency limit) and resumed runs'
-    reads are sent from its event loop on another connection of its own, when no other is in
-    flight there. `False`: they go through the database threads.
+    PostgreSQL, in a runner: its claims (of workflows with no concurrency limit, each with the
+    resume reads of the runs it takes), resumed runs' reads, run starts and run reads are sent
+    from its event loop on another connection of its own, when no other is in flight there.
+    `False`: they go through the database threads.
 """
 
 from __future__ import annotations

@@ -114,6 +114,50 @@ def test_a_run_read_from_the_loop_matches_the_threads_and_a_missing_one_is_not_f
             asyncio.run(store.aget_run(missing))
 
 
+def ran_before(run_id: str, steps: int, messages: list[str]) -> None:
+    """The run executed `steps` steps under runner "a", then waits (due now) with `messages`."""
+    DjangoStore().claim(owner="a", workflows=["wf"], limit=1, lease_seconds=30, now=now())
+    for position in range(steps):
+        DjangoStore().commit(run_id=run_id, owner="a", commit=a_step(position), now=now())
+    Run.objects.filter(id=run_id).update(
+        status="waiting", lease_owner="", wake_at=now() - dt.timedelta(seconds=1)
+    )
+    for body in messages:
+        DjangoStore().send(OutgoingMessage(queue="q", body=body, run_id=run_id), now=now())
+
+
+def test_a_claim_reads_what_its_runs_that_ran_before_need_to_resume_in_its_own_round_trip(store):
+    first, second = create(2)
+    ran_before(first, 3, ["x", "y"])
+    ran_before(second, 1, [])
+    expected = {run_id: DjangoStore().load_resume(run_id) for run_id in (first, second)}
+
+    async def go():
+        runs = await claim(store)
+        return runs, {run.id: await store.aload_resume(run.id) for run in runs}
+
+    runs, resumed = asyncio.run(go())
+    assert {r.id for r in runs} == {first, second} and not any(r.fresh for r in runs)
+    assert store._reads.calls == 1  # the claim; no read of its own
+    assert resumed == expected
+    assert [e.output for e in resumed[first][0]] == [0, 1, 2] and [m.body for m in resumed[first][1]] == [
+        "x",
+        "y",
+    ]
+    assert [e.output for e in resumed[second][0]] == [0] and resumed[second][1] == []
+
+
+def test_a_claim_keeps_nothing_for_a_fresh_run_nor_for_one_taken_over(store):
+    lapsed, fresh = create(2)
+    ran_before(lapsed, 1, [])
+    DjangoStore().claim(owner="gone", workflows=["wf"], limit=1, lease_seconds=30, now=now())
+    Run.objects.filter(id=lapsed).update(wake_at=now() - dt.timedelta(seconds=1))  # its lease lapses
+
+    runs = asyncio.run(claim(store))
+    assert {r.id: (r.fresh, r.taken_over) for r in runs} == {fresh: (True, False), lapsed: (False, True)}
+    assert store._prefetched == {}  # the taken-over run reads after its recovery writes
+
+
 def test_more_messages_than_a_resume_reads_leave_them_to_the_wait(store, monkeypatch):
     monkeypatch.setattr(store_module, "RESUME_MESSAGES", 1)
     [run_id] = create(1)

@@ -1,8 +1,9 @@
-"""A runner's claims and resumed runs' reads sent from its event loop, on a connection of their
-own (`loop_connection`; step commits have another, so a claim never waits behind a commit). A
-run woken by a message pays two such calls before its first step, the claim and then the read of
-its history and messages; through a database thread each cost a hop to the thread and back on
-top of its round trip (`bench/send_path.py` shows the phases).
+"""A runner's claims, resumed runs' reads, run starts and run reads sent from its event loop, on
+a connection of their own (`loop_connection`; step commits have another, so a claim never waits
+behind a commit). A claim's pipeline also reads the history and messages of the runs it took that
+ran before (`sql.CLAIMED_HISTORY`), so a run woken by a message pays one such call before its
+first step; through a database thread each call costs a hop to the thread and back on top of its
+round trip (`bench/send_path.py` shows the phases).
 
 One call at a time: while one is in flight the next goes through the database threads, so a
 runner waking for one run pays no hop, and a busy one still reads as many histories at once as
@@ -13,8 +14,8 @@ Failures are said as the threads say them. The connection failing (psycopg's Ope
 InterfaceError): StoreUnavailable, and the connection is dropped (a claim that may have landed
 leaves its runs to lapse, as through the threads). A statement refused (anything else psycopg
 raises): nothing was written (the statements share one transaction), so the caller makes the
-same call through the threads, which raise Django's error. Written by hand: two statements in
-one round trip on the loop's connection is what no library does for Django's queries.
+same call through the threads, which raise Django's error. Written by hand: several statements
+in one round trip on the loop's connection is what no library does for Django's queries.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ The hot path (commit, claim, heartbeat) is plain SQL from `sql`, so that a recor
 handful of statements in one transaction (`writes`); reads use the ORM. Operators' repairs are
 in `repairs`, waking runners in `notify`, rows to records in `rows`. Methods run in Django's
 database thread when called through their `a`-prefixed twins, but for a runner's on PostgreSQL:
-its step commits, claims and resume reads go from its event loop (`async_commits`, `loop_reads`).
+its step commits, claims (with the resume reads of the runs they take), run starts and run reads
+go from its event loop (`async_commits`, `loop_reads`).
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ RUN_READ = sql.SELECT_RUN.format(columns=", ".join(RUN_COLUMNS))
 HISTORY_READ = sql.SELECT_HISTORY.format(columns=", ".join(ENTRY_FIELDS))
 CLAIM_RETURNING = ", ".join("workflows_run." + c for c in RUN_COLUMNS)  # what a claim's update returns
 RESUME_READ = sql.select_available_messages(", ".join(MESSAGE_FIELDS), 0)  # a resumed run's messages
+CLAIMED_HISTORY = sql.CLAIMED_HISTORY.format(columns=", ".join(ENTRY_FIELDS))
+CLAIMED_MESSAGES = sql.CLAIMED_MESSAGES.format(columns=", ".join(MESSAGE_FIELDS))
+PREFETCHED_MAX = 10_000  # resumes read by claims and not yet used: more means none will be
 
 
 class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
@@ -113,6 +117,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
                 self._group = GroupCommits(self._executor.submit, self.commit)
         # ... and its claims and resume reads on another (`loop_reads`), when libpq pipelines.
         self._reads: LoopReads | None = None
+        self._prefetched: dict[str, tuple[list[EntryRecord], list[MessageRecord] | None]] = {}
         if self._executor is not None and connection.vendor == "postgresql":
             if _setting("ASYNC_CLAIMS") and _pipelines():
                 self._reads = LoopReads(self._loop_connection)
@@ -308,11 +313,22 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         """A runner's claim of workflows with no concurrency limit goes from its event loop
         (`loop_reads`) unless a call is in flight there; the rest through the threads."""
         if self._reads is not None and not self._reads.busy and not set(concurrency or ()) & set(workflows):
-            lease = sql.claim_lease(owner, now + dt.timedelta(seconds=lease_seconds), now)
+            lease_until = now + dt.timedelta(seconds=lease_seconds)
+            lease = sql.claim_lease(owner, lease_until, now)
             claim = _claim_statement(sql.claim_due(workflows, limit, now), lease, lazy=True)
-            rows = await self._reads.fetch([(sql.GENERIC_PLAN, []), claim])
+            claimed_before = [sql.t(lease_until), owner, RunStatus.RUNNING, sql.t(now)]
+            rows = await self._reads.fetch(
+                [
+                    (sql.GENERIC_PLAN, []),
+                    claim,
+                    (CLAIMED_HISTORY, claimed_before),
+                    (CLAIMED_MESSAGES, [*claimed_before, RESUME_MESSAGES + 1]),
+                ]
+            )
             if rows is not None:
-                return _claimed_runs(rows[1], now)
+                runs = _claimed_runs(rows[1], now)
+                self._keep_prefetched(runs, rows[2], rows[3])
+                return runs
         return await self.run_sync(
             self.claim, owner=owner, workflows=workflows, limit=limit, lease_seconds=lease_seconds,
             now=now, concurrency=concurrency,
@@ -451,8 +467,28 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
                 message_cursor.execute(RESUME_READ, [rid, RESUME_MESSAGES + 1])
             return _resumed(history_cursor.fetchall(), message_cursor.fetchall())
 
+    def _keep_prefetched(self, runs: list[RunRecord], history: list[Any], messages: list[Any]) -> None:
+        """What a claim read for its runs that ran before (`sql.CLAIMED_HISTORY`), kept for their
+        `aload_resume`, which follows at once. Not for a run taken over: its recovery of the cut
+        attempts writes first."""
+        if len(self._prefetched) > PREFETCHED_MAX:  # runs never resumed here (none expected)
+            self._prefetched.clear()
+        entries: dict[str, list[Any]] = {}
+        for run_id, *entry in history:
+            entries.setdefault(str(run_id), []).append(entry)
+        unconsumed: dict[str, list[Any]] = {}
+        for row in messages:
+            unconsumed.setdefault(str(row[1]), []).append(row)  # MESSAGE_FIELDS[1]: run_id
+        for run in runs:
+            if not run.fresh and not run.taken_over:
+                self._prefetched[run.id] = _resumed(entries.get(run.id, []), unconsumed.get(run.id, []))
+
     async def aload_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
-        """A runner's read goes from its event loop (`loop_reads`) unless a call is in flight there."""
+        """What the claim read already (`_keep_prefetched`), else a read from the runner's event
+        loop (`loop_reads`) unless a call is in flight there, else through the threads."""
+        prefetched = self._prefetched.pop(run_id, None)
+        if prefetched is not None:
+            return prefetched
         if self._reads is not None and not self._reads.busy:
             rid = sql.rid(run_id)
             rows = await self._reads.fetch([(HISTORY_READ, [rid]), (RESUME_READ, [rid, RESUME_MESSAGES + 1])])
