@@ -200,12 +200,6 @@ GROUP_LOCK = (
     "SELECT pg_advisory_xact_lock(%s, hashtext(w))::text"
     " FROM (SELECT w FROM unnest(%s::text[]) AS w ORDER BY w) AS names"
 )
-# PostgreSQL: the claim's transaction does not wait for its WAL to reach disk (a lease is the one
-# write whose loss is harmless). If the server crashes first, the claim is undone as if never
-# made: the run is claimable again, and the claimant's next commit of that run fails its lease
-# fence. Anything the claimant commits later waits for its own WAL, and the WAL is flushed in
-# order, so no durable commit can rest on a lost claim, and a run claimed `fresh` has no history.
-# Saves one disk flush per claim (the longest wait of an idle claim on a real disk).
 # PostgreSQL: what the runs a claim took that ran before need to resume (their history, their
 # unconsumed messages), read in the claim's own pipeline and transaction, right after it, so a run
 # woken by a message pays one round trip before its first step, not two. The runs this claim
@@ -222,6 +216,12 @@ CLAIMED_MESSAGES = (
     f"SELECT m.* FROM ({_CLAIMED_BEFORE}) AS claimed CROSS JOIN LATERAL (SELECT {{columns}}"
     " FROM workflows_message WHERE run_id = claimed.id AND consumed_at IS NULL ORDER BY id LIMIT %s) AS m"
 )
+# PostgreSQL: the claim's transaction does not wait for its WAL to reach disk (a lease is the one
+# write whose loss is harmless). If the server crashes first, the claim is undone as if never
+# made: the run is claimable again, and the claimant's next commit of that run fails its lease
+# fence. Anything the claimant commits later waits for its own WAL, and the WAL is flushed in
+# order, so no durable commit can rest on a lost claim, and a run claimed `fresh` has no history.
+# Saves one disk flush per claim (the longest wait of an idle claim on a real disk).
 LAZY_FLUSH = "(SELECT set_config('synchronous_commit', 'off', true)) AS lazy_flush"
 CLAIM_LEASE = (
     "UPDATE workflows_run SET status = %s, lease_owner = %s, wake_at = %s, updated_at = %s, transitioned_at = %s,"

@@ -329,10 +329,13 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
                 runs = _claimed_runs(rows[1], now)
                 self._keep_prefetched(runs, rows[2], rows[3])
                 return runs
-        return await self.run_sync(
+        runs = await self.run_sync(
             self.claim, owner=owner, workflows=workflows, limit=limit, lease_seconds=lease_seconds,
             now=now, concurrency=concurrency,
         )  # fmt: skip
+        for run in runs:  # never resumed from an earlier claim's read (none is left unused)
+            self._prefetched.pop(run.id, None)
+        return runs
 
     def next_wake_at(
         self, *, owner: str, workflows: list[str], concurrency: Mapping[str, int] | None = None
@@ -482,6 +485,8 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         for run in runs:
             if not run.fresh and not run.taken_over:
                 self._prefetched[run.id] = _resumed(entries.get(run.id, []), unconsumed.get(run.id, []))
+            else:
+                self._prefetched.pop(run.id, None)
 
     async def aload_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
         """What the claim read already (`_keep_prefetched`), else a read from the runner's event
