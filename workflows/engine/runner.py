@@ -93,6 +93,7 @@ class Runner:
         self._announce_at = 0.0  # loop time of the next try to record this runner's presence
         self._caps = registry.concurrency_caps()  # workflow -> max runs of a group at once
         self._unparked = False  # runs set aside under older code put back in line (at start)
+        self._claiming = 0  # free slots a claim in flight may fill (`start` leaves them to it)
 
     # --- control ---------------------------------------------------------------------------------
 
@@ -121,16 +122,17 @@ class Runner:
         """The run of `key` (as `client.aget_or_create`), executed by this runner at once when it
         creates it and has a free slot: a store that can (PostgreSQL) creates it already leased
         here, so no claim follows and no other runner is woken, as DBOS's `start_workflow` runs a
-        workflow in the process that starts it. A workflow with a concurrency limit, a full or
-        stopping runner, or a key that already has a run takes the usual way (the run waits for
-        a claim, this runner's included). `executed(run_id)` waits for the execution here."""
+        workflow in the process that starts it. It never takes a slot a claim in flight may fill.
+        A workflow with a concurrency limit, a full or stopping runner, or a key that already has
+        a run takes the usual way (the run waits for a claim, this runner's included).
+        `executed(run_id)` waits for the execution here."""
         client = self.registry.client(workflow, store=self.store, clock=self.clock)
         args = client.start_args(key, state, "existing", None, priority)
         hold = (
             not self._stopping
             and workflow not in self._caps
             and args["concurrency_group"] is None
-            and len(self._tasks) < self.concurrency
+            and len(self._tasks) + self._claiming < self.concurrency
         )
         held = False
         with producer_span("start", workflow) as producer:
@@ -235,14 +237,18 @@ class Runner:
         if free <= 0:
             return 0, 0
         now = self.clock.now()
-        runs = await self.store.aclaim(
-            owner=self.owner,
-            workflows=self.registry.names(),
-            limit=free,
-            lease_seconds=self.lease_seconds,
-            now=now,
-            concurrency=self._caps,
-        )
+        self._claiming = free  # slots a start must leave to this claim while it is in flight
+        try:
+            runs = await self.store.aclaim(
+                owner=self.owner,
+                workflows=self.registry.names(),
+                limit=free,
+                lease_seconds=self.lease_seconds,
+                now=now,
+                concurrency=self._caps,
+            )
+        finally:
+            self._claiming = 0
         while self._timers and self._timers[0] <= now:  # due timers were just claimed (or taken)
             heapq.heappop(self._timers)
         for run in runs:

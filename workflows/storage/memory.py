@@ -115,6 +115,37 @@ class MemoryStore(MemoryPresence, Store):
             self.runs[run.id] = run
             return self._copy(run), True
 
+    def get_or_create_held_run(
+        self,
+        *,
+        owner: str,
+        lease_seconds: float,
+        workflow: str,
+        key: list[str],
+        version: str,
+        initial_state: dict[str, Any],
+        now: dt.datetime,
+        trace_context: dict[str, str] | None = None,
+        priority: int = 0,
+    ) -> tuple[RunRecord, bool, bool]:
+        """As the PostgreSQL store: a new run leased to `owner`, as a claim would leave it."""
+        with self._lock:
+            run, created = self.get_or_create_run(
+                workflow=workflow, key=key, version=version, initial_state=initial_state, now=now,
+                trace_context=trace_context, priority=priority,
+            )  # fmt: skip
+            if not created:
+                return run, False, False
+            held = replace(
+                self.runs[run.id],
+                status=RunStatus.RUNNING,
+                lease_owner=owner,
+                wake_at=now + dt.timedelta(seconds=lease_seconds),
+            )
+            self.runs[run.id] = held
+            self._started.add(run.id)
+            return replace(self._copy(held), fresh=True, due_at=now), True, True
+
     def get_run(self, run_id: str) -> RunRecord:
         with self._lock:
             if run_id not in self.runs:
