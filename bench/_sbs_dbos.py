@@ -292,28 +292,21 @@ def throughput_and_busy(
         _sbs_pg.wait_count(
             lambda: _scalar(engine, done_sql, p="bl-%"), 1, what="the backlog to start", interval=0.005
         )
-        samples = []
-        busy_floor = _sbs_pg.BusyFloor(url)
-        for i in range(submits + 3):
-            t = time.perf_counter()
-            client.enqueue({"workflow_name": "sbs_ten", "queue_name": TP_QUEUE, "workflow_id": f"sub-{i}"})
-            elapsed = time.perf_counter() - t
-            if i >= 3:
-                samples.append(elapsed)
-            time.sleep(0.005)
-            busy_floor.insert(keep=i >= 3)
-            time.sleep(0.005)
-        floor_busy = busy_floor.close()
+        busy = _sbs_pg.submits_beside_floor(
+            url,
+            submits,
+            lambda i: client.enqueue(
+                {"workflow_name": "sbs_ten", "queue_name": TP_QUEUE, "workflow_id": f"sub-{i}"}
+            ),
+        )
         left = _scalar(
             engine,
             "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid LIKE 'bl-%' AND status <> 'SUCCESS'",
         )
     finally:
         _stop_all(workers)
-    busy = stats_ms(samples)
     busy["backlog"] = backlog
     busy["backlog_left_after_last_submit"] = left
-    busy["floor"] = floor_busy
     return {"throughput": tp, "submit_busy": busy}
 
 

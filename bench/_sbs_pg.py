@@ -47,28 +47,33 @@ def floor(url: str, n: int) -> dict[str, Any]:
     return out
 
 
-class BusyFloor:
-    """The floor insert timed at the same moments as the submits under load (one after each, on a
-    connection of its own): how much a system's busy workers slow any commit on the machine, to
-    read its submit figure against."""
-
-    def __init__(self, url: str) -> None:
-        self.conn = psycopg.connect(url, autocommit=True)
-        self.conn.execute(
-            "CREATE TABLE IF NOT EXISTS bench_sbs_busy_floor (id bigserial PRIMARY KEY, v integer)"
-        )
-        self.samples: list[float] = []
-
-    def insert(self, keep: bool) -> None:
-        t0 = time.perf_counter()
-        self.conn.execute("INSERT INTO bench_sbs_busy_floor (v) VALUES (%s)", [len(self.samples)])
-        if keep:
-            self.samples.append(time.perf_counter() - t0)
-
-    def close(self) -> dict[str, Any]:
-        self.conn.execute("DROP TABLE bench_sbs_busy_floor")
-        self.conn.close()
-        return stats_ms(self.samples)
+def submits_beside_floor(
+    url: str, n: int, submit: Callable[[int], object], warmup: int = 3
+) -> dict[str, Any]:
+    """`submit(i)` timed alone n times (after `warmup` untimed), 10 ms apart, while a system's
+    workers are busy; 5 ms after each, the floor insert on a connection of its own, timed the same
+    way: how much that system's busy workers slow any commit on the machine, to read its submit
+    figure against. Returns the submits' stats_ms, with the inserts' under "floor"."""
+    samples: list[float] = []
+    floor_samples: list[float] = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_sbs_busy_floor (id bigserial PRIMARY KEY, v integer)")
+        for i in range(n + warmup):
+            t0 = time.perf_counter()
+            submit(i)
+            elapsed = time.perf_counter() - t0
+            time.sleep(0.005)
+            t0 = time.perf_counter()
+            conn.execute("INSERT INTO bench_sbs_busy_floor (v) VALUES (%s)", [i])
+            insert = time.perf_counter() - t0
+            if i >= warmup:
+                samples.append(elapsed)
+                floor_samples.append(insert)
+            time.sleep(0.005)
+        conn.execute("DROP TABLE bench_sbs_busy_floor")
+    out: dict[str, Any] = stats_ms(samples)
+    out["floor"] = stats_ms(floor_samples)
+    return out
 
 
 def checkpoint(url: str) -> None:

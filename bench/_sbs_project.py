@@ -195,18 +195,9 @@ def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
         create_pending_runs("bench_ten", [[f"bl-{i}"] for i in range(backlog)])
         _sbs_pg.wait_count(lambda: _completed('["bl-'), 1, what="the backlog to start", interval=0.005)
         client = conf.registry().client("bench_ten")
-        samples = []
-        busy_floor = _sbs_pg.BusyFloor(database_url(DB))
-        for i in range(submits + 3):
-            t = time.perf_counter()
-            client.get_or_create([f"sub-{i}"])
-            elapsed = time.perf_counter() - t
-            if i >= 3:
-                samples.append(elapsed)
-            time.sleep(0.005)
-            busy_floor.insert(keep=i >= 3)
-            time.sleep(0.005)
-        floor_busy = busy_floor.close()
+        busy = _sbs_pg.submits_beside_floor(
+            database_url(DB), submits, lambda i: client.get_or_create([f"sub-{i}"])
+        )
         left = backlog - _completed('["bl-')
     finally:
         for r in runners:
@@ -214,10 +205,8 @@ def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
         for r in runners:
             r.stop()
     tp["group_commit"] = group_commit_figures(runners)  # over both phases: the runners' whole life
-    busy = stats_ms(samples)
     busy["backlog"] = backlog
     busy["backlog_left_after_last_submit"] = left
-    busy["floor"] = floor_busy
     return {"throughput": tp, "submit_busy": busy}
 
 

@@ -225,8 +225,11 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             rest = {k: v for k, v in start.items() if k not in ("owner", "lease_seconds")}
             lease_until = now + dt.timedelta(seconds=lease_seconds)
             rows = await self._reads.fetch([writes.held_run_statement(owner, lease_until, **rest)])
-            if rows is not None and rows[0]:
-                return _held(rows[0][0], now), True, True
+            if rows is not None:
+                if rows[0]:
+                    return _held(rows[0][0], now), True, True
+                run, created = await self.run_sync(self.get_or_create_run, **rest)  # the key is taken
+                return run, created, False
         return await self.run_sync(self.get_or_create_held_run, **start)
 
     async def aget_or_create_run(self, **start: Any) -> tuple[RunRecord, bool]:

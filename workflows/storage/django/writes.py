@@ -407,11 +407,9 @@ def new_run_statement(
     concurrency_group: str | None = None,
 ) -> tuple[str, list[Any]]:
     """PostgreSQL: `insert_run_if_new`'s statement (rows: RUN_COLUMNS, then the notify's)."""
-    key_text, key_hash = key_identity(key)
     params = [
-        sql.rid(str(uuid.uuid4())), workflow, sql.j(key), key_text, key_hash, version, RunStatus.PENDING,
-        sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now), sql.t(now), sql.j(trace_context or None),
-        priority, concurrency_group, NOTIFY_CHANNEL,
+        *_new_run_params(workflow, key, version, RunStatus.PENDING, initial_state, now), sql.t(now),
+        sql.j(trace_context or None), priority, concurrency_group, NOTIFY_CHANNEL,
     ]  # fmt: skip
     return sql.INSERT_RUN_IF_NEW.format(columns=", ".join(RUN_COLUMNS)), params
 
@@ -431,13 +429,23 @@ def held_run_statement(
     started now), in one statement and without waking runners; no row when the key is taken.
     Rows: RUN_COLUMNS. Only for runs outside any concurrency group: their admission needs the
     group's lock (a claim)."""
-    key_text, key_hash = key_identity(key)
     params = [
-        sql.rid(str(uuid.uuid4())), workflow, sql.j(key), key_text, key_hash, version, RunStatus.RUNNING,
-        sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now), sql.t(now), sql.t(lease_until), owner,
-        sql.j(trace_context or None), priority,
+        *_new_run_params(workflow, key, version, RunStatus.RUNNING, initial_state, now), sql.t(now),
+        sql.t(lease_until), owner, sql.j(trace_context or None), priority,
     ]  # fmt: skip
     return sql.INSERT_HELD_RUN_IF_NEW.format(columns=", ".join(RUN_COLUMNS)), params
+
+
+def _new_run_params(
+    workflow: str, key: list[str], version: str, status: str, initial_state: dict[str, Any], now: dt.datetime
+) -> list[Any]:
+    """The first values of both new-run statements: a new id, the key, the version, the status,
+    the state, then created_at, updated_at and transitioned_at (now)."""
+    key_text, key_hash = key_identity(key)
+    return [
+        sql.rid(str(uuid.uuid4())), workflow, sql.j(key), key_text, key_hash, version, status,
+        sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now),
+    ]  # fmt: skip
 
 
 def start_run(
