@@ -38,7 +38,7 @@ from ...core.records import Commit, CommitResult
 from . import writes
 from .group_commit import settle
 from .loop_connection import LoopConnection
-from .reconnect import RACE_RETRIES, lost_a_race
+from .reconnect import RACE_RETRIES, lost_a_race, race_backoff
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +160,7 @@ class AsyncCommits:
                     raise
                 self.races_lost += 1
                 logger.info("step commits lost a race in the database; sent again: %s", exc)
+                await asyncio.sleep(race_backoff(attempt))
         raise AssertionError("unreachable")
 
     async def _write_alone(self, pending: writes.Pending) -> CommitResult | BaseException:

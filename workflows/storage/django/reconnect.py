@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import random
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -37,6 +39,15 @@ def reconnecting(fn: Callable[..., Any]) -> Callable[..., Any]:
 # a conflict with another; sent again, it usually goes through.
 RACE_LOST = frozenset({"40P01", "40001"})
 RACE_RETRIES = 3
+RACE_BACKOFF = 0.01  # seconds: the first pause before a lost race's retry, doubling, jittered
+
+
+def race_backoff(attempt: int) -> float:
+    """The pause before retry `attempt` (from 0) of a transaction PostgreSQL failed to break a
+    conflict. Sent again at once, it can take the rows back before the peer it lost to, woken by
+    the rollback, gets them, and lose to it again at every retry (seen in CI); a pause lets that
+    peer finish first."""
+    return RACE_BACKOFF * 2**attempt * random.uniform(0.5, 1.0)
 
 
 def lost_a_race(exc: BaseException) -> bool:
@@ -58,6 +69,7 @@ def retrying_lost_races(fn: F) -> F:
                 if attempt == RACE_RETRIES or connection.in_atomic_block or not lost_a_race(exc):
                     raise
                 logger.info("%s lost a race in the database; called again: %s", fn.__name__, exc)
+                time.sleep(race_backoff(attempt))
         raise AssertionError("unreachable")
 
     return call  # type: ignore[return-value]
