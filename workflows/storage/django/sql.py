@@ -271,14 +271,16 @@ def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple
 
 
 # --- starting a run -------------------------------------------------------------------------------
+# Both return one column, and a row only when they inserted: the caller already holds every value
+# of the new run (`writes.NewRun`), so nothing is read back on a start's hot path.
 
 INSERT_RUN_IF_NEW = (
     "WITH new AS (INSERT INTO workflows_run (id, workflow, key, key_text, key_hash, version, status, state,"
     " created_at, updated_at, transitioned_at, wake_at, lease_owner, cancel_requested, epoch, trace_context,"
     " priority, concurrency_group)"
     " VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, '', FALSE, 0, %s::jsonb, %s, %s)"
-    " ON CONFLICT (workflow, key_hash) DO NOTHING RETURNING {columns})"
-    " SELECT {columns}, pg_notify(%s, '')::text FROM new"
+    " ON CONFLICT (workflow, key_hash) DO NOTHING RETURNING id)"
+    " SELECT pg_notify(%s, '')::text FROM new"
 )
 # PostgreSQL: a new run already leased to the runner that starts it (`Runner.start`): it runs in
 # that process at once, so no claim follows and no other runner is woken (no NOTIFY).
@@ -287,7 +289,7 @@ INSERT_HELD_RUN_IF_NEW = (
     " created_at, updated_at, transitioned_at, started_at, wake_at, lease_owner, cancel_requested, epoch,"
     " trace_context, priority, concurrency_group)"
     " VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, FALSE, 0, %s::jsonb, %s, NULL)"
-    " ON CONFLICT (workflow, key_hash) DO NOTHING RETURNING {columns}"
+    " ON CONFLICT (workflow, key_hash) DO NOTHING RETURNING id"
 )
 
 

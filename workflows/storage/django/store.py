@@ -209,12 +209,12 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             "now": now, "trace_context": trace_context, "priority": priority,
         }  # fmt: skip
         if sql.pg():
-            lease_until = now + dt.timedelta(seconds=lease_seconds)
+            new = writes.held_run_statement(owner, now + dt.timedelta(seconds=lease_seconds), **start)
             with hot_cursor() as cursor:
-                cursor.execute(*writes.held_run_statement(owner, lease_until, **start))
+                cursor.execute(new.sql, new.params)
                 row = cursor.fetchone()
             if row is not None:
-                return _held(row, now), True, True
+                return new.record, True, True
         run, created = self.get_or_create_run(**start)
         return run, created, False
 
@@ -223,11 +223,11 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         if self._reads is not None and not self._reads.busy:
             owner, lease_seconds, now = start["owner"], start["lease_seconds"], start["now"]
             rest = {k: v for k, v in start.items() if k not in ("owner", "lease_seconds")}
-            lease_until = now + dt.timedelta(seconds=lease_seconds)
-            rows = await self._reads.fetch([writes.held_run_statement(owner, lease_until, **rest)])
+            new = writes.held_run_statement(owner, now + dt.timedelta(seconds=lease_seconds), **rest)
+            rows = await self._reads.fetch([(new.sql, new.params)])
             if rows is not None:
                 if rows[0]:
-                    return _held(rows[0][0], now), True, True
+                    return new.record, True, True
                 run, created = await self.run_sync(self.get_or_create_run, **rest)  # the key is taken
                 return run, created, False
         return await self.run_sync(self.get_or_create_held_run, **start)
@@ -237,9 +237,10 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         event loop (`loop_reads`) unless a call is in flight there; a taken key goes through the
         threads, which read its run."""
         if self._reads is not None and not self._reads.busy:
-            rows = await self._reads.fetch([writes.new_run_statement(**start)])
+            new = writes.new_run_statement(**start)
+            rows = await self._reads.fetch([(new.sql, new.params)])
             if rows is not None and rows[0]:
-                return run_from_row(rows[0][0][:-1], fresh=True), True
+                return new.record, True
         return await self.run_sync(self.get_or_create_run, **start)
 
     async def aget_run(self, run_id: str) -> RunRecord:
@@ -645,11 +646,6 @@ def _claimed_runs(rows: list[Any], now: dt.datetime) -> list[RunRecord]:
             run = replace(run, taken_over=True, previous_owner=was_owner, lease_lapsed_at=timestamp(was_due))
         runs.append(run)
     return sorted(runs, key=lambda r: (-r.priority, r.due_at or now, r.id))
-
-
-def _held(row: Any, now: dt.datetime) -> RunRecord:
-    """A run created held (RUN_COLUMNS), as a claim of it would be: fresh, due since now."""
-    return replace(run_from_row(tuple(row), fresh=True), due_at=now)
 
 
 def _resumed(history: list[Any], messages: list[Any]) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
