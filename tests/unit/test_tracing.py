@@ -9,7 +9,7 @@ Each test traces with a TracerProvider of its own (`use_tracer_provider`, and th
 from __future__ import annotations
 
 import pytest
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -254,6 +254,22 @@ async def test_with_no_sdk_nothing_is_stored_and_no_span_is_made(h):
     assert message.trace_context is None and (await h.store.aget_message(message.id)).trace_context is None
     with producer_span("start", "wf") as producer:
         assert producer.carrier is None and not producer.span.is_recording()
+
+
+def test_with_no_sdk_a_start_still_carries_its_callers_context():
+    """A caller whose context came in from elsewhere (a traced upstream, no SDK here): the new
+    run keeps that context, as the API's no-op span would have passed it on."""
+    upstream = trace.SpanContext(
+        trace_id=0x0AF7651916CD43DD8448EB211C80319C, span_id=0xB7AD6B7169203331, is_remote=True,
+        trace_flags=trace.TraceFlags(1),
+    )  # fmt: skip
+    token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(upstream)))
+    try:
+        with producer_span("start", "wf") as producer:
+            carrier = producer.carrier
+    finally:
+        context.detach(token)
+    assert carrier == {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
 
 
 async def test_a_start_that_finds_the_run_keeps_the_first_context(h, traced):

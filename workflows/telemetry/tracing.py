@@ -112,6 +112,14 @@ def producer_span(
     runs (so the store's queries nest under it when they are traced); its carrier goes into the
     same insert as the run or the message. An exception ends it with status ERROR and its
     `error.type` (not its message, which may quote the refused body)."""
+    if _provider_override is None and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        # No SDK: the span would record nothing and carry the caller's context, if any, as is;
+        # carry it without opening one (a start's hot path, in every web request that starts one).
+        carrier: dict[str, str] = {}
+        if trace.get_current_span().get_span_context().is_valid:
+            propagate.inject(carrier)
+        yield Producer(trace.INVALID_SPAN, carrier or None)
+        return
     name = f"{operation} {workflow}" + (f".{queue}" if queue else "")
     attrs: dict[str, Any] = {"workflows.operation": operation, "workflows.workflow.name": workflow}
     if queue is not None:
@@ -121,7 +129,7 @@ def producer_span(
     with get_tracer().start_as_current_span(
         name, kind=SpanKind.PRODUCER, attributes=attrs, record_exception=False, set_status_on_exception=False
     ) as span:
-        carrier: dict[str, str] = {}
+        carrier = {}
         if span.get_span_context().is_valid:
             propagate.inject(carrier)
         try:

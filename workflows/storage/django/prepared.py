@@ -40,10 +40,16 @@ NEVER_BY_COUNT = 2**31 - 1
 @contextmanager
 def hot_cursor() -> Iterator[CursorWrapper]:
     """Django's cursor, whose statements are prepared on PostgreSQL (unless turned off)."""
-    wrapper = connection.cursor()
     if connection.vendor == "postgresql" and enabled():
-        wrapper.cursor.close()
-        wrapper.cursor = _preparing_cursor(connection.connection)
+        # What `connection.cursor()` does, less the psycopg cursor it would create for us to close
+        # at once (half this function's time). `_prepare_cursor` (thread check, debug or plain
+        # wrapper) is private but unchanged since Django 1.11; instrumentation overrides it.
+        connection.close_if_health_check_failed()
+        connection.ensure_connection()  # async-unsafe, as cursor() is
+        with connection.wrap_database_errors:
+            wrapper = connection._prepare_cursor(_preparing_cursor(connection.connection))  # type: ignore[attr-defined]
+    else:
+        wrapper = connection.cursor()
     with wrapper:
         yield wrapper
 

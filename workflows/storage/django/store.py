@@ -172,7 +172,6 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         priority: int = 0,
         concurrency_group: str | None = None,
     ) -> tuple[RunRecord, bool]:
-        key_hash = key_identity(key)[1]
         new_run: dict[str, Any] = {"priority": priority, "concurrency_group": concurrency_group}
         if sql.pg():  # one statement creates it (and wakes runners) unless the key is taken
             created = writes.insert_run_if_new(
@@ -180,6 +179,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             )
             if created is not None:
                 return created, True
+        key_hash = key_identity(key)[1]
         existing = Run.objects.filter(workflow=workflow, key_hash=key_hash).first()
         if existing is not None:
             return run_record(existing), False
