@@ -173,6 +173,9 @@ def wal_of_database(url: str, start_lsn: str, end_lsn: str) -> dict[str, Any] | 
     None when pg_walinspect is not there."""
     try:
         with psycopg.connect(url, autocommit=True) as conn:
+            if conn.execute("SELECT %s::pg_lsn >= %s::pg_lsn", [start_lsn, end_lsn]).fetchone()[0]:
+                # Nothing written (pg_walinspect refuses an empty range): an empty window.
+                return {"bytes": 0, "records": 0, "all_databases_bytes": 0}
             oid = conn.execute("SELECT oid FROM pg_database WHERE datname = current_database()").fetchone()[0]
             # The end must be flushed before pg_walinspect reads it.
             for _ in range(50):

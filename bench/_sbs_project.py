@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -199,15 +200,52 @@ def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
             database_url(DB), submits, lambda i: client.get_or_create([f"sub-{i}"])
         )
         left = backlog - _completed('["bl-')
+        _sbs_pg.wait_count(lambda: _completed('["bl-'), backlog, what="the backlog to drain")
+        paced = submits_paced(sizes["paced_steps_per_s"], submits, client)
     finally:
         for r in runners:
             r.terminate()
         for r in runners:
             r.stop()
-    tp["group_commit"] = group_commit_figures(runners)  # over both phases: the runners' whole life
+    tp["group_commit"] = group_commit_figures(runners)  # over all phases: the runners' whole life
     busy["backlog"] = backlog
     busy["backlog_left_after_last_submit"] = left
-    return {"throughput": tp, "submit_busy": busy}
+    return {"throughput": tp, "submit_busy": busy, "submit_paced": paced}
+
+
+def submits_paced(steps_per_s: float, submits: int, client: Any) -> dict[str, Any]:
+    """The submit figure again, the same runner processes now kept busy at `steps_per_s` (DBOS's
+    drained rate in the same round) by 10-step runs started at a steady pace from a process of
+    its own (`bench/_pacer.py`), rather than flat out on a backlog: what a submit costs beside
+    workers doing as much work per second as DBOS's do. Returns the submits' stats_ms, the floor
+    inserts' under "floor", and the steps/s the runners completed meanwhile."""
+    import subprocess
+
+    from bench import _sbs_pg
+    from bench._common import ROOT, bench_env
+    from workflows.models import Entry
+
+    env = bench_env(DB)
+    env["WORKFLOWS_REGISTRIES"] = os.environ.get("WORKFLOWS_REGISTRIES", env["WORKFLOWS_REGISTRIES"])
+    pacer = subprocess.Popen(
+        [sys.executable, "bench/_pacer.py", "--workflow", "bench_ten", "--prefix", "pace-",
+         "--per-second", str(steps_per_s / 10)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert pacer.stdout is not None and pacer.stdout.readline().strip() == "started"
+        _sbs_pg.wait_count(lambda: _completed('["pace-'), 10, what="the paced runs to complete")
+        steps = Entry.objects.filter(run__key_text__startswith='["pace-', status="completed", kind="step")
+        t0, before = time.monotonic(), steps.count()
+        out = _sbs_pg.submits_beside_floor(
+            database_url(DB), submits, lambda i: client.get_or_create([f"subp-{i}"])
+        )
+        out["steps_per_s"] = (steps.count() - before) / (time.monotonic() - t0)
+    finally:
+        pacer.terminate()
+        pacer.wait(timeout=30)
+    out["target_steps_per_s"] = steps_per_s
+    return out
 
 
 def main() -> None:

@@ -32,6 +32,12 @@ never meet Django's; the project in a Django child process):
   after each, the floor insert on a connection of its own, timed the same way (how much that
   system's busy workers slow any commit on the machine: a system whose workers do more work per
   second leaves less of the 2 cores to everything else);
+- submit beside workers doing DBOS's work rate (the project only; DBOS's figure is its submit
+  while busy, above, its workers draining flat out at that rate): the same submits and floor
+  inserts while the project's 2 runner processes complete 10-step runs started at a steady pace
+  (`bench/_pacer.py`, a process of its own) adding up to DBOS's drained steps/s of the same round
+  (250 without DBOS), instead of draining a backlog flat out; the steps/s they completed meanwhile
+  is printed under it;
 - send -> first step: one worker process with N runs waiting; one at a time, the sender's
   `time.time()` before the send against the wall-clock time the step after the wait began
   (returned by that step). DBOS: `DBOSClient.send(id, {}, "start")` to a workflow blocked in
@@ -102,6 +108,9 @@ QUICK = {
     "dbos_poll": 0.05,
 }
 SYSTEMS = ("dbos", "project")
+# The pace of the project's paced submits: DBOS's drained steps/s of the same round, or (no DBOS
+# measured) about what it drains on 2 cores.
+PACED_DEFAULT = 250.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -210,6 +219,10 @@ def headline(f: dict[str, Any]) -> dict[str, float | None]:
         "zero_ms": zero,
         "submit_ms": f["submit_busy"]["median_ms"],
         "floor_busy_ms": f["submit_busy"]["floor"]["median_ms"] if "floor" in f["submit_busy"] else None,
+        # Workers at DBOS's drained rate: the project paced to it; DBOS's own busy figures are that.
+        "submit_paced_ms": (f.get("submit_paced") or f["submit_busy"])["median_ms"],
+        "floor_paced_ms": (f.get("submit_paced") or f["submit_busy"]).get("floor", {}).get("median_ms"),
+        "paced_steps_per_s": (f.get("submit_paced") or {}).get("steps_per_s", f["throughput"]["steps_per_s"]),
         "steps_per_s": f["throughput"]["steps_per_s"],
         "send_median_ms": f["send"]["median_ms"],
         "send_p99_ms": f["send"]["p99_ms"],
@@ -285,6 +298,14 @@ ROWS = (
         2,
         ("ms", 1),
     ),
+    (
+        "submit_paced_ms",
+        "submit one run, 2 workers doing DBOS's drained steps/s (DBOS: as above), median ms",
+        2,
+        ("ms", 1),
+    ),
+    ("floor_paced_ms", "... one floor insert at the same moments, median ms", 2, ("ms", 1)),
+    ("paced_steps_per_s", "... steps/s the workers completed meanwhile", 0, None),
     ("steps_per_s", "steps/s, N x 10-step runs, 2 worker processes (floor: inserts/s)", 0, ("per_s", 1)),
     ("send_median_ms", "send -> first step starts, median ms", 2, None),
     ("send_p99_ms", "send -> first step starts, p99 ms", 2, None),
@@ -456,7 +477,8 @@ def main(argv: list[str] | None = None) -> int:
                 progress(f"round {i}/{args.rounds}: DBOS (load {_loadavg()})")
                 round_["dbos"] = run_dbos(sizes, Path(tmp))
             progress(f"round {i}/{args.rounds}: project (load {_loadavg()})")
-            round_["project"] = run_project(sizes, Path(tmp))
+            paced = round_["dbos"]["throughput"]["steps_per_s"] if "dbos" in round_ else PACED_DEFAULT
+            round_["project"] = run_project({**sizes, "paced_steps_per_s": paced}, Path(tmp))
             results.append(round_)
     info["load_end"] = _loadavg()
     print(report(results, info, sizes))

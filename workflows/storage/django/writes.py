@@ -400,7 +400,7 @@ def insert_run_if_new(
 class NewRun:
     """A new-run statement and the run it creates, made from the very values it inserts. The
     statement answers one column, and a row only when it inserted: a start reads nothing back
-    (on PostgreSQL, decoding a whole run row was a quarter of a start's CPU in the client)."""
+    (decoding a whole run row was about a sixth of a start's CPU in the client)."""
 
     sql: str
     params: list[Any]
