@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -50,29 +51,33 @@ def floor(url: str, n: int) -> dict[str, Any]:
 def submits_beside_floor(
     url: str, n: int, submit: Callable[[int], object], warmup: int = 3
 ) -> dict[str, Any]:
-    """`submit(i)` timed alone n times (after `warmup` untimed), 10 ms apart, while a system's
-    workers are busy; 5 ms after each, the floor insert on a connection of its own, timed the same
+    """`submit(i)` timed alone n times (after `warmup` untimed), 15 ms apart, while a system's
+    workers are busy. 5 ms after each, the floor insert on a connection of its own, timed the same
     way: how much that system's busy workers slow any commit on the machine, to read its submit
-    figure against. Returns the submits' stats_ms, with the inserts' under "floor"."""
-    samples: list[float] = []
-    floor_samples: list[float] = []
-    with psycopg.connect(url, autocommit=True) as conn:
+    figure against; 5 ms later the same insert on a connection that does not wait for its WAL
+    flush (`synchronous_commit = off`): how much of that is the wait for the disk. Returns the
+    submits' stats_ms, the inserts' under "floor" and "floor_no_flush_wait"."""
+    timed: dict[str, list[float]] = {"submit": [], "floor": [], "floor_no_flush_wait": []}
+    with psycopg.connect(url, autocommit=True) as conn, psycopg.connect(url, autocommit=True) as no_wait:
+        no_wait.execute("SET synchronous_commit = off")
         conn.execute("CREATE TABLE IF NOT EXISTS bench_sbs_busy_floor (id bigserial PRIMARY KEY, v integer)")
+        insert = "INSERT INTO bench_sbs_busy_floor (v) VALUES (%s)"
         for i in range(n + warmup):
-            t0 = time.perf_counter()
-            submit(i)
-            elapsed = time.perf_counter() - t0
-            time.sleep(0.005)
-            t0 = time.perf_counter()
-            conn.execute("INSERT INTO bench_sbs_busy_floor (v) VALUES (%s)", [i])
-            insert = time.perf_counter() - t0
-            if i >= warmup:
-                samples.append(elapsed)
-                floor_samples.append(insert)
-            time.sleep(0.005)
+            for name, call in (
+                ("submit", partial(submit, i)),
+                ("floor", partial(conn.execute, insert, [i])),
+                ("floor_no_flush_wait", partial(no_wait.execute, insert, [i])),
+            ):
+                t0 = time.perf_counter()
+                call()
+                elapsed = time.perf_counter() - t0
+                if i >= warmup:
+                    timed[name].append(elapsed)
+                time.sleep(0.005)
         conn.execute("DROP TABLE bench_sbs_busy_floor")
-    out: dict[str, Any] = stats_ms(samples)
-    out["floor"] = stats_ms(floor_samples)
+    out: dict[str, Any] = stats_ms(timed["submit"])
+    out["floor"] = stats_ms(timed["floor"])
+    out["floor_no_flush_wait"] = stats_ms(timed["floor_no_flush_wait"])
     return out
 
 
