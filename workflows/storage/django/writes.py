@@ -418,15 +418,11 @@ def new_run_statement(
     concurrency_group: str | None = None,
 ) -> NewRun:
     """PostgreSQL: `insert_run_if_new`'s statement, runnable now (its row: the notify's column)."""
-    run_id = str(uuid.uuid4())
-    params = [
-        *_new_run_params(run_id, workflow, key, version, RunStatus.PENDING, initial_state, now), sql.t(now),
-        sql.j(trace_context or None), priority, concurrency_group, NOTIFY_CHANNEL,
-    ]  # fmt: skip
-    record = _new_record(
-        run_id, workflow, key, version, RunStatus.PENDING, initial_state, trace_context, priority,
-        created_at=now, wake_at=now, concurrency_group=concurrency_group,
+    first, record = _new_run(
+        RunStatus.PENDING, workflow, key, version, initial_state, now, trace_context, priority,
+        wake_at=now, concurrency_group=concurrency_group,
     )  # fmt: skip
+    params = [*first, sql.t(now), sql.j(trace_context or None), priority, concurrency_group, NOTIFY_CHANNEL]
     return NewRun(sql.INSERT_RUN_IF_NEW, params, record)
 
 
@@ -445,53 +441,40 @@ def held_run_statement(
     started now, due since now), in one statement and without waking runners; no row when the key
     is taken. Only for runs outside any concurrency group: their admission needs the group's lock
     (a claim)."""
-    run_id = str(uuid.uuid4())
-    params = [
-        *_new_run_params(run_id, workflow, key, version, RunStatus.RUNNING, initial_state, now), sql.t(now),
-        sql.t(lease_until), owner, sql.j(trace_context or None), priority,
-    ]  # fmt: skip
-    record = _new_record(
-        run_id, workflow, key, version, RunStatus.RUNNING, initial_state, trace_context, priority,
-        created_at=now, wake_at=lease_until, lease_owner=owner, due_at=now,
+    first, record = _new_run(
+        RunStatus.RUNNING, workflow, key, version, initial_state, now, trace_context, priority,
+        wake_at=lease_until, lease_owner=owner, due_at=now,
     )  # fmt: skip
+    params = [*first, sql.t(now), sql.t(lease_until), owner, sql.j(trace_context or None), priority]
     return NewRun(sql.INSERT_HELD_RUN_IF_NEW, params, record)
 
 
-def _new_run_params(
-    run_id: str,
+def _new_run(
+    status: str,
     workflow: str,
     key: list[str],
     version: str,
-    status: str,
     initial_state: dict[str, Any],
     now: dt.datetime,
-) -> list[Any]:
-    """The first values of both new-run statements: the id, the key, the version, the status,
-    the state, then created_at, updated_at and transitioned_at (now)."""
-    key_text, key_hash = key_identity(key)
-    return [
-        sql.rid(run_id), workflow, sql.j(key), key_text, key_hash, version, status,
-        sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now),
-    ]  # fmt: skip
-
-
-def _new_record(
-    run_id: str,
-    workflow: str,
-    key: list[str],
-    version: str,
-    status: str,
-    initial_state: dict[str, Any],
     trace_context: dict[str, str] | None,
     priority: int,
     **columns: Any,
-) -> RunRecord:
-    """What reading the new row back would give (fresh: it has no history): these values and
-    `columns`; the statements leave the rest of its columns at their defaults."""
-    return RunRecord(
+) -> tuple[list[Any], RunRecord]:
+    """What both new-run statements share: a new id and their first values (the id, the key, the
+    version, the status, the state, then created_at, updated_at and transitioned_at: now); and the
+    record reading the new row back would give (fresh: it has no history): these values and
+    `columns`, the statements leaving the rest of its columns at their defaults."""
+    run_id = str(uuid.uuid4())
+    key_text, key_hash = key_identity(key)
+    params = [
+        sql.rid(run_id), workflow, sql.j(key), key_text, key_hash, version, status,
+        sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now),
+    ]  # fmt: skip
+    record = RunRecord(
         id=run_id, workflow=workflow, key=list(key), version=version, status=status, state=initial_state,
-        trace_context=trace_context or None, priority=priority, fresh=True, **columns,
+        created_at=now, trace_context=trace_context or None, priority=priority, fresh=True, **columns,
     )  # fmt: skip
+    return params, record
 
 
 def start_run(
