@@ -56,6 +56,8 @@ def job_submit(
     owner), a repeat returns the first job; another body (or priority), 422. `priority`
     (-100..100): higher jobs start first when runners are busy."""
     job_id = str(uuid.uuid4())
+    if idempotency_key is None and owner is None:  # the run and its start message: one statement
+        return _start_job(job_id, body, priority)
     with transaction.atomic():
         if idempotency_key is not None:
             digest = body_hash({**body, "priority": priority} if priority else body)
@@ -81,8 +83,12 @@ def job_submit(
                     return Submitted(job_id=str(known.job_id), created=False, run_id=run_id)
         if owner is not None:
             JobOwner.objects.create(job_id=job_id, api_key=owner)
-        handle = jobs_client().get_or_create([job_id], priority=priority)
-        handle.send("start", body)
+        return _start_job(job_id, body, priority)
+
+
+def _start_job(job_id: str, body: dict[str, Any], priority: int) -> Submitted:
+    """The job's run with its start message, stored together (a new key: always created)."""
+    handle = jobs_client().get_or_create([job_id], priority=priority, message=("start", body))
     return Submitted(job_id=job_id, created=True, run_id=handle.run_id)
 
 

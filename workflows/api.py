@@ -17,7 +17,6 @@ import uuid
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
 from ninja import Field, Path, Query, Router, Schema, Status
 from pydantic import AfterValidator, ConfigDict, field_validator
 
@@ -424,18 +423,18 @@ def _actor(request) -> str:
 
 
 def _start(name: str, payload: StartIn) -> Status:
-    """Create-or-get the run and store its first message in one transaction (or write nothing)."""
+    """Create-or-get the run; a run this creates gets the first message with it (or nothing is
+    written)."""
     client = conf.registry().client(name)
-    with transaction.atomic():
-        handle = client.get_or_create(
-            payload.key,
-            state=payload.state,
-            on_conflict=payload.on_conflict,
-            debounce=payload.debounce,
-            priority=payload.priority,
-        )
-        if handle.created and payload.message is not None:
-            handle.send(payload.message.queue, payload.message.body)
+    message = None if payload.message is None else (payload.message.queue, payload.message.body)
+    handle = client.get_or_create(
+        payload.key,
+        state=payload.state,
+        on_conflict=payload.on_conflict,
+        debounce=payload.debounce,
+        priority=payload.priority,
+        message=message,
+    )
     return Status(201 if handle.created else 200, Run.objects.get(pk=handle.run_id))
 
 

@@ -25,3 +25,18 @@ def demo(settings):
     services = DemoServices()
     with use_transport(mock_transport(services)):
         yield services
+
+
+@pytest.fixture
+def start_fails_after_writing(monkeypatch):
+    """The store writes a job's run and start message, then the call fails (as a connection lost
+    before the caller's transaction commits): what else that transaction wrote must go too."""
+    from workflows.storage.django import DjangoStore
+
+    real_start = DjangoStore.get_or_create_run
+
+    def broken_after_the_start(self, *args, **kwargs):
+        real_start(self, *args, **kwargs)
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(DjangoStore, "get_or_create_run", broken_after_the_start)

@@ -90,13 +90,7 @@ def test_jobs_started_while_open_are_nobodys_once_keys_are_required(client, sett
 
 
 @pytest.mark.django_db
-def test_the_owner_is_written_with_the_start_or_not_at_all(client, tenants, monkeypatch):
-    from workflows.engine.client import RunHandle
-
-    def broken_send(self, *args, **kwargs):
-        raise RuntimeError("database went away")
-
-    monkeypatch.setattr(RunHandle, "send", broken_send)
+def test_the_owner_is_written_with_the_start_or_not_at_all(client, tenants, start_fails_after_writing):
     client.raise_request_exception = False
     assert post(client, GOOD, tenants[0], idem="k").status_code == 500
     assert not (Run.objects.exists() or Message.objects.exists() or JobOwner.objects.exists())

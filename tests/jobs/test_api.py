@@ -161,13 +161,7 @@ def test_idempotency_key__a_refused_body_does_not_claim_the_key(client):
     assert post_job(client, GOOD, **{"Idempotency-Key": "abc"}).status_code == 202
 
 
-def test_a_failed_start_leaves_nothing(client, monkeypatch):
-    from workflows.engine.client import RunHandle
-
-    def broken_send(self, *args, **kwargs):
-        raise RuntimeError("database went away")
-
-    monkeypatch.setattr(RunHandle, "send", broken_send)
+def test_a_failed_start_leaves_nothing(client, start_fails_after_writing):
     client.raise_request_exception = False
     response = post_job(client, GOOD, **{"Idempotency-Key": "abc"})
     assert response.status_code == 500

@@ -31,18 +31,16 @@ def test_one_job_is_one_trace__producer__executions__step_attempts(demo, traced:
 
     [request] = traced.named("POST ")
     [start] = traced.named("start ")
-    [send] = traced.named("send ")
-    assert (start.name, start.kind, send.name, send.kind) == (
-        "start aiJob", SpanKind.PRODUCER, "send aiJob.start", SpanKind.PRODUCER,
-    )  # fmt: skip
-    assert start.parent.span_id == send.parent.span_id == request.context.span_id
+    assert (start.name, start.kind) == ("start aiJob", SpanKind.PRODUCER)
+    assert not traced.named("send ")  # the start message is stored with the run, in its span
+    assert start.parent.span_id == request.context.span_id
     assert {s.context.trace_id for s in traced.spans()} == {request.context.trace_id}  # one trace
     executions = sorted(traced.named("workflow "), key=lambda s: s.start_time)
     assert executions and all(e.parent.span_id == start.context.span_id for e in executions)
     assert executions[-1].attributes["workflows.execution.outcome"] == "completed"
     assert executions[0].attributes["workflows.run.key"] == f'["{job_id}"]'
-    # The execution that took the "start" message links the send's span.
-    assert [link.context.span_id for e in executions for link in e.links] == [send.context.span_id]
+    # The execution that took the "start" message links the span that produced it: the start's.
+    assert [link.context.span_id for e in executions for link in e.links] == [start.context.span_id]
 
     execution_ids = {e.context.span_id for e in executions}
     attempts = sorted(

@@ -6,6 +6,7 @@ Sync methods with `a`-prefixed async twins, as in Django's ORM.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import time
 from collections.abc import Mapping
@@ -91,6 +92,7 @@ class WorkflowClient:
         on_conflict: str = "existing",
         debounce: float | None = None,
         priority: int = 0,
+        message: tuple[str, Any] | None = None,
     ) -> RunHandle:
         """The run of this key, created (and started) when missing: a stable key makes starts
         idempotent (traced as a PRODUCER span whose context a new run keeps, tracing on). `state` is merged over the workflow's initial state of a run this creates.
@@ -99,9 +101,14 @@ class WorkflowClient:
         not; "replace" detaches that run from the key (asking it to cancel when it is live) and
         starts a new one under the key. `debounce=N` (seconds): the run starts N seconds after the
         last such start of the key; each one that comes before the run has started pushes it back
-        and replaces its `state`."""
+        and replaces its `state`. `message=(queue, body)`: a run this call creates gets it as its
+        first message, stored with the run (one statement on PostgreSQL), so no runner ever sees
+        the run without it; a run the key already has does not get it (`handle.created` tells)."""
         args = self.start_args(key, state, on_conflict, debounce, priority)
+        first = self._first_message(message)
         with producer_span("start", self.name) as producer:
+            if first is not None:  # the message carries the start's trace context, as the run does
+                args["first_message"] = dataclasses.replace(first, trace_context=producer.carrier)
             if on_conflict == "existing" and debounce is None:
                 run, created = self.store.get_or_create_run(**args, trace_context=producer.carrier)
             else:
@@ -119,9 +126,13 @@ class WorkflowClient:
         on_conflict: str = "existing",
         debounce: float | None = None,
         priority: int = 0,
+        message: tuple[str, Any] | None = None,
     ) -> RunHandle:
         args = self.start_args(key, state, on_conflict, debounce, priority)
+        first = self._first_message(message)
         with producer_span("start", self.name) as producer:
+            if first is not None:  # the message carries the start's trace context, as the run does
+                args["first_message"] = dataclasses.replace(first, trace_context=producer.carrier)
             if on_conflict == "existing" and debounce is None:
                 run, created = await self.store.aget_or_create_run(**args, trace_context=producer.carrier)
             else:
@@ -130,6 +141,16 @@ class WorkflowClient:
                 )
             producer.produced(run_id=run.id, created=created)
         return self._handle(run, created)
+
+    def _first_message(self, message: tuple[str, Any] | None) -> OutgoingMessage | None:
+        """`message=(queue, body)` checked as a send checks it, before anything is written."""
+        if message is None:
+            return None
+        if not isinstance(message, tuple | list) or len(message) != 2 or not isinstance(message[0], str):
+            raise BadInput(f"message must be a (queue, body) pair, not {message!r}")
+        queue, body = message
+        spec = self.definition.queue_spec(queue, self.name)
+        return OutgoingMessage(queue=queue, body=spec.validate(f"queue {self.name}.{queue}", body))
 
     def get(self, key: list[str] | tuple[str, ...]) -> RunHandle:
         """The run of this key; raises RunNotFound."""

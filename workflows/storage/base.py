@@ -54,10 +54,13 @@ class Store(ABC):
         trace_context: dict[str, str] | None = None,
         priority: int = 0,
         concurrency_group: str | None = None,
+        first_message: OutgoingMessage | None = None,
     ) -> tuple[RunRecord, bool]:
         """The run of (workflow, key), created runnable when missing; a stable key makes starts
         idempotent. `trace_context` (the starter's W3C carrier), `priority` and
-        `concurrency_group` are kept with a new run only."""
+        `concurrency_group` are kept with a new run only. `first_message` (its queue, body and
+        trace context; no target) is stored for a new run only, in the transaction that creates
+        it, so the run is never seen without it."""
 
     def get_or_create_held_run(
         self,
@@ -275,8 +278,10 @@ class Store(ABC):
         debounce: float | None = None,
         priority: int = 0,
         concurrency_group: str | None = None,
+        first_message: OutgoingMessage | None = None,
     ) -> tuple[RunRecord, bool]:
-        """`get_or_create_run` with start options, in one transaction. With `debounce` (seconds),
+        """`get_or_create_run` with start options, in one transaction (`first_message`: stored
+        with a run this creates; it does not move the run's start). With `debounce` (seconds),
         a run of the key that has not started yet is pushed back to start `debounce` seconds from
         now, its state replaced by `initial_state` (not created: False); a new run waits that long
         too. With `replace`, an existing run of the key (that was not just debounced) is detached

@@ -94,6 +94,7 @@ class MemoryStore(MemoryPresence, Store):
         trace_context: dict[str, str] | None = None,
         priority: int = 0,
         concurrency_group: str | None = None,
+        first_message: OutgoingMessage | None = None,
     ) -> tuple[RunRecord, bool]:
         with self._lock:
             for run in self.runs.values():
@@ -113,6 +114,8 @@ class MemoryStore(MemoryPresence, Store):
                 concurrency_group=concurrency_group,
             )
             self.runs[run.id] = run
+            if first_message is not None:
+                self._store_message(run.id, first_message, now)
             return self._copy(run), True
 
     def get_or_create_held_run(
@@ -172,8 +175,11 @@ class MemoryStore(MemoryPresence, Store):
         debounce: float | None = None,
         priority: int = 0,
         concurrency_group: str | None = None,
+        first_message: OutgoingMessage | None = None,
     ) -> tuple[RunRecord, bool]:
-        new_run: dict[str, Any] = {"priority": priority, "concurrency_group": concurrency_group}
+        new_run: dict[str, Any] = {
+            "priority": priority, "concurrency_group": concurrency_group, "first_message": first_message,
+        }  # fmt: skip
         with self._lock:
             run, created = self.get_or_create_run(
                 workflow=workflow, key=key, version=version, initial_state=initial_state, now=now, **new_run
@@ -620,9 +626,12 @@ class MemoryStore(MemoryPresence, Store):
             run = self.runs[run.id] = replace(run, priority=outgoing.priority)
         if run.status in (RunStatus.PENDING, RunStatus.WAITING):
             self.runs[run.id] = replace(run, wake_at=now)
+        return self._store_message(run.id, outgoing, now)
+
+    def _store_message(self, run_id: str, outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
         message = MessageRecord(
-            id=next(self._ids), run_id=run.id, queue=outgoing.queue, body=outgoing.body, sent_at=now,
-            trace_context=dict(outgoing.trace_context) if outgoing.trace_context else None,
+            id=next(self._ids), run_id=run_id, queue=outgoing.queue, body=outgoing.body,
+            sent_at=now, trace_context=dict(outgoing.trace_context) if outgoing.trace_context else None,
         )  # fmt: skip
         self.messages[message.id] = message
         return message

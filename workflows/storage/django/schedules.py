@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 
 from ...core.exceptions import BadInput
 from ...core.keys import key_identity
-from ...core.records import TERMINAL, RunRecord, RunStatus
+from ...core.records import TERMINAL, OutgoingMessage, RunRecord, RunStatus
 from ...core.schedules import LAST_RUNS, REPLACED_EVENT, RunStart, ScheduleDeclaration, ScheduleRecord
 from ...models import Event, Run, Schedule
 from . import sql, writes
@@ -56,11 +56,14 @@ class DjangoSchedules:
         debounce: float | None = None,
         priority: int = 0,
         concurrency_group: str | None = None,
+        first_message: OutgoingMessage | None = None,
     ) -> tuple[RunRecord, bool]:
         new_run: dict[str, Any] = {"priority": priority, "concurrency_group": concurrency_group}
         for attempt in range(CONFLICT_RETRIES):
             try:
-                return _start_run(workflow, key, version, initial_state, now, replace, debounce, new_run)
+                return _start_run(
+                    workflow, key, version, initial_state, now, replace, debounce, new_run, first_message
+                )
             except IntegrityError:  # another start created the key meanwhile: go again
                 if attempt == CONFLICT_RETRIES - 1:
                     raise
@@ -156,6 +159,7 @@ def _start_run(
     replace: bool,
     debounce: float | None,
     new_run: dict[str, Any],
+    first_message: OutgoingMessage | None,
 ) -> tuple[RunRecord, bool]:
     key_text, key_hash = key_identity(key)
     wake = now + dt.timedelta(seconds=debounce or 0)
@@ -178,6 +182,8 @@ def _start_run(
                     fields.append("wake_at")
             old.save(update_fields=fields)
         new = writes.create_run(workflow, key, version, initial_state, now, **new_run)
+        if first_message is not None:
+            writes.insert_first_message(str(new.id), first_message, now)
         if wake != now:
             new.wake_at = wake
             new.save(update_fields=["wake_at"])

@@ -274,13 +274,20 @@ def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple
 # Both return one column, and a row only when they inserted: the caller already holds every value
 # of the new run (`writes.NewRun`), so nothing is read back on a start's hot path.
 
-INSERT_RUN_IF_NEW = (
+_NEW_RUN = (
     "WITH new AS (INSERT INTO workflows_run (id, workflow, key, key_text, key_hash, version, status, state,"
     " created_at, updated_at, transitioned_at, wake_at, lease_owner, cancel_requested, epoch, trace_context,"
     " priority, concurrency_group)"
     " VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, '', FALSE, 0, %s::jsonb, %s, %s)"
     " ON CONFLICT (workflow, key_hash) DO NOTHING RETURNING id)"
-    " SELECT pg_notify(%s, '')::text FROM new"
+)
+INSERT_RUN_IF_NEW = _NEW_RUN + " SELECT pg_notify(%s, '')::text FROM new"
+# ... with its first message (a start message: `get_or_create(message=...)`), stored only when the
+# run is new, in the same statement: no run is ever seen without it.
+INSERT_RUN_WITH_MESSAGE_IF_NEW = (
+    _NEW_RUN + ", sent AS (INSERT INTO workflows_message (run_id, queue, body, sent_at, trace_context)"
+    " SELECT id, %s, %s::jsonb, %s, %s::jsonb FROM new RETURNING id)"
+    " SELECT pg_notify(%s, '')::text FROM sent"
 )
 # PostgreSQL: a new run already leased to the runner that starts it (`Runner.start`): it runs in
 # that process at once, so no claim follows and no other runner is woken (no NOTIFY).

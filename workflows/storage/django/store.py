@@ -171,8 +171,11 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         trace_context: dict[str, str] | None = None,
         priority: int = 0,
         concurrency_group: str | None = None,
+        first_message: OutgoingMessage | None = None,
     ) -> tuple[RunRecord, bool]:
-        new_run: dict[str, Any] = {"priority": priority, "concurrency_group": concurrency_group}
+        new_run: dict[str, Any] = {
+            "priority": priority, "concurrency_group": concurrency_group, "first_message": first_message,
+        }  # fmt: skip
         if sql.pg():  # one statement creates it (and wakes runners) unless the key is taken
             created = writes.insert_run_if_new(
                 workflow, key, version, initial_state, now, trace_context, **new_run

@@ -383,12 +383,13 @@ def insert_run_if_new(
     trace_context: dict[str, str] | None = None,
     priority: int = 0,
     concurrency_group: str | None = None,
+    first_message: OutgoingMessage | None = None,
 ) -> RunRecord | None:
-    """PostgreSQL: a new run, runnable at once, and the NOTIFY that wakes runners, in ONE statement
-    (no look-up, savepoint or separate notify first: the start of a run costs one round trip).
-    None when the workflow already has a run of that key."""
+    """PostgreSQL: a new run, runnable at once, with its `first_message` if any, and the NOTIFY
+    that wakes runners, in ONE statement (no look-up, savepoint or separate notify first: the start
+    of a run costs one round trip). None when the workflow already has a run of that key."""
     new = new_run_statement(
-        workflow, key, version, initial_state, now, trace_context, priority, concurrency_group
+        workflow, key, version, initial_state, now, trace_context, priority, concurrency_group, first_message
     )
     with hot_cursor() as cursor:
         cursor.execute(new.sql, new.params)
@@ -416,14 +417,23 @@ def new_run_statement(
     trace_context: dict[str, str] | None = None,
     priority: int = 0,
     concurrency_group: str | None = None,
+    first_message: OutgoingMessage | None = None,
 ) -> NewRun:
     """PostgreSQL: `insert_run_if_new`'s statement, runnable now (its row: the notify's column)."""
     first, record = _new_run(
         RunStatus.PENDING, workflow, key, version, initial_state, now, trace_context, priority,
         wake_at=now, concurrency_group=concurrency_group,
     )  # fmt: skip
-    params = [*first, sql.t(now), sql.j(trace_context or None), priority, concurrency_group, NOTIFY_CHANNEL]
-    return NewRun(sql.INSERT_RUN_IF_NEW, params, record)
+    params = [*first, sql.t(now), sql.j(trace_context or None), priority, concurrency_group]
+    if first_message is None:
+        return NewRun(sql.INSERT_RUN_IF_NEW, [*params, NOTIFY_CHANNEL], record)
+    message = [
+        first_message.queue,
+        sql.j(first_message.body),
+        sql.t(now),
+        sql.j(first_message.trace_context or None),
+    ]
+    return NewRun(sql.INSERT_RUN_WITH_MESSAGE_IF_NEW, [*params, *message, NOTIFY_CHANNEL], record)
 
 
 def held_run_statement(
@@ -486,16 +496,32 @@ def start_run(
     trace_context: dict[str, str] | None = None,
     priority: int = 0,
     concurrency_group: str | None = None,
+    first_message: OutgoingMessage | None = None,
 ) -> Run:
-    """A new run in a transaction of its own (a savepoint inside the caller's), runners woken when
-    it commits. IntegrityError when the workflow already has a run of that key."""
+    """A new run, with its `first_message` if any, in a transaction of its own (a savepoint inside
+    the caller's), runners woken when it commits. IntegrityError when the workflow already has a
+    run of that key."""
     with transaction.atomic():
         run = create_run(
             workflow, key, version, initial_state, now, trace_context=trace_context, priority=priority,
             concurrency_group=concurrency_group,
         )  # fmt: skip
+        if first_message is not None:
+            insert_first_message(str(run.id), first_message, now)
         notify_now()
     return run
+
+
+def insert_first_message(run_id: str, first_message: OutgoingMessage, now: dt.datetime) -> None:
+    """A new run's first message, in the caller's transaction that created the run. Its wake is
+    left as the creation set it (a debounced run still waits)."""
+    params = [
+        sql.rid(run_id), first_message.queue, sql.j(first_message.body), sql.t(now),
+        sql.j(first_message.trace_context or None),
+    ]  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(sql.INSERT_MESSAGE, params)
+        cursor.fetchone()  # its id (SQLite completes a RETURNING statement as it is read)
 
 
 def send_to_run(outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
