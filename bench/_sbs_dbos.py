@@ -4,6 +4,7 @@ only, so DBOS's process-wide globals never meet Django's.
 
     python bench/_sbs_dbos.py driver --url URL --sizes JSON --out PATH   # one round, all figures
     python bench/_sbs_dbos.py worker --url URL --queues sbs_tp --executor-id ID  # a queue worker
+    python bench/_sbs_dbos.py inprocess --url sqlite:///PATH --n 50 --out PATH  # in-process only
 
 The workflows mirror `bench/flows.py`: `sbs_zero` (no step), `sbs_ten` (10 trivial steps, each a
 `@DBOS.step` returning 7) and `sbs_waiter` (`DBOS.recv("start")`, then a step that returns the
@@ -367,6 +368,14 @@ def driver_main(args: argparse.Namespace) -> None:
     Path(args.out).write_text(json.dumps(figures, indent=2, default=str))
 
 
+def inprocess_main(args: argparse.Namespace) -> None:
+    """The in-process figures alone, on any system database (`bench/side_by_side_sqlite.py`)."""
+    launch(args.url, f"sbs-inprocess-{os.getpid()}", queues=[])
+    progress(f"dbos: in-process 0-step and 10-step workflows ({args.n} each)")
+    figures: dict[str, Any] = {"dbos_version": _version(), **in_process(args.n)}
+    Path(args.out).write_text(json.dumps(figures, indent=2, default=str))
+
+
 def _version() -> str:
     from importlib.metadata import version
 
@@ -388,11 +397,15 @@ def main() -> None:
     w.add_argument("--queues", required=True)
     w.add_argument("--executor-id", required=True)
     w.add_argument("--pool", type=int, default=10)
+    i = sub.add_parser("inprocess")
+    i.add_argument("--url", required=True)
+    i.add_argument("--n", type=int, required=True)
+    i.add_argument("--out", required=True)
     args = parser.parse_args()
     if args.mode == "worker":
         worker_main(args)
     else:
-        driver_main(args)
+        driver_main(args) if args.mode == "driver" else inprocess_main(args)
         DBOS.destroy()
 
 

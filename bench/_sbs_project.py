@@ -2,6 +2,7 @@
 the bench's own PostgreSQL database (DATABASE_URL, BENCH_PG_DATABASE).
 
     python bench/_sbs_project.py --sizes JSON --out PATH
+    python bench/_sbs_project.py --sizes JSON --out PATH --in-process-only   # any DATABASE_URL
 
 It reuses the engine benchmark's pieces: the in-process Runner over the real DjangoStore as
 `runworkflows` builds it (`bench/_inprocess.py`), `runworkflows --concurrency 20` processes
@@ -53,7 +54,8 @@ def install_counter() -> None:
 # How a run is started and executed in the measuring process:
 # - "here": `runner.start(workflow, key)` creates it leased to the runner, which executes it at
 #   once (no claim), as DBOS's `start_workflow` runs a workflow in the process that starts it;
-#   `runner.executed(run_id)` waits for that execution;
+#   `runner.executed(run_id)` waits for that execution (on SQLite, where a run is never created
+#   leased, `runner.run_due()` claims it first);
 # - "claim": `client.aget_or_create(key)` creates it runnable, then `runner.run_due()` claims and
 #   executes it (and claims once more, finding nothing), as a run started elsewhere is run.
 # Either way the record is then read back completed (`handle.ainfo()`).
@@ -79,6 +81,8 @@ async def _runs(plan: list[tuple[str, str, str]]) -> list[tuple[str, str, float,
             t0 = time.perf_counter()
             if way == "here":
                 handle = await runner.start(workflow, [key])
+                if handle.snapshot.status == "pending":  # not taken here (SQLite): claimed
+                    await runner.run_due()
                 await runner.executed(handle.run_id)
             else:
                 handle = await clients[workflow].aget_or_create([key])
@@ -254,9 +258,18 @@ def main() -> None:
     )
     parser.add_argument("--sizes", required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument(
+        "--in-process-only",
+        action="store_true",
+        help="the in-process figures alone, on DATABASE_URL's database",
+    )
     args = parser.parse_args()
     sizes = json.loads(args.sizes)
     setup_django()
+    if args.in_process_only:  # bench/side_by_side_sqlite.py
+        progress(f"project: in-process 0-step and 10-step runs ({sizes['ten']} each)")
+        Path(args.out).write_text(json.dumps(in_process(sizes["ten"]), indent=2, default=str))
+        return
     install_counter()
     from bench import _procs
     from bench._db import reset_tables

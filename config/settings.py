@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -80,12 +81,19 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     (BASE_DIR / "var").mkdir(exist_ok=True)
+    # NORMAL: a commit survives the process crashing, but the last ones may roll back if the
+    # machine loses power or the OS crashes; FULL: every commit waits for the disk (slower).
+    SQLITE_SYNCHRONOUS = os.environ.get("SQLITE_SYNCHRONOUS", "NORMAL").strip().upper()
+    if SQLITE_SYNCHRONOUS not in ("NORMAL", "FULL"):
+        raise ImproperlyConfigured(f"SQLITE_SYNCHRONOUS must be NORMAL or FULL, not {SQLITE_SYNCHRONOUS!r}")
     DATABASES["default"]["OPTIONS"] = {
         # IMMEDIATE transactions take the write lock up front, so two processes never
         # deadlock upgrading a read lock; WAL lets readers run beside the one writer.
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
+        "init_command": (
+            f"PRAGMA journal_mode=WAL; PRAGMA synchronous={SQLITE_SYNCHRONOUS}; PRAGMA busy_timeout=30000;"
+        ),
     }
     # Tests use a file too: acceptance tests start real runner processes that must see it.
     # One file per test process, so two test sessions on one machine never share it.
