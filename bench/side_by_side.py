@@ -216,6 +216,8 @@ def headline(f: dict[str, Any]) -> dict[str, float | None]:
     ten, zero = f["ten"]["to_result"]["median_ms"], f["zero"]["to_result"]["median_ms"]
     return {
         "overhead_ms": (ten - zero) / 10,
+        # against the floor insert in this system's own database, just before its round
+        "overhead_per_floor": (ten - zero) / 10 / f["floor"]["median_ms"],
         "ten_ms": ten,
         "zero_ms": zero,
         "submit_ms": f["submit_busy"]["median_ms"],
@@ -291,6 +293,7 @@ def _ratio(project: float | None, dbos: float | None) -> str:
 ROWS = (
     # key, label, digits, floor (kind, multiple)
     ("overhead_ms", "durable overhead per step, (10-step - 0-step) / 10, median ms", 3, ("ms", 1)),
+    ("overhead_per_floor", "... divided by the system's own floor insert of the round", 2, None),
     ("ten_ms", "10-step workflow, start -> result, median ms (floor: 10 inserts)", 2, ("ms", 10)),
     ("zero_ms", "0-step workflow, start -> result, median ms (floor: 1 insert)", 2, ("ms", 1)),
     ("submit_ms", "submit one run, 2 workers busy, median ms (floor: 1 insert)", 2, ("ms", 1)),
