@@ -54,8 +54,8 @@ def install_counter() -> None:
 # How a run is started and executed in the measuring process:
 # - "here": `runner.start(workflow, key)` creates it leased to the runner, which executes it at
 #   once (no claim), as DBOS's `start_workflow` runs a workflow in the process that starts it;
-#   `runner.executed(run_id)` waits for that execution (on SQLite, where a run is never created
-#   leased, `runner.run_due()` claims it first);
+#   `runner.executed(run_id)` waits for that execution (a run the store did not create leased
+#   here would be claimed by `runner.run_due()` first);
 # - "claim": `client.aget_or_create(key)` creates it runnable, then `runner.run_due()` claims and
 #   executes it (and claims once more, finding nothing), as a run started elsewhere is run.
 # Either way the record is then read back completed (`handle.ainfo()`).
@@ -81,7 +81,7 @@ async def _runs(plan: list[tuple[str, str, str]]) -> list[tuple[str, str, float,
             t0 = time.perf_counter()
             if way == "here":
                 handle = await runner.start(workflow, [key])
-                if handle.snapshot.status == "pending":  # not taken here (SQLite): claimed
+                if handle.snapshot.status == "pending":  # not taken here: claimed
                     await runner.run_due()
                 await runner.executed(handle.run_id)
             else:

@@ -18,8 +18,7 @@ Three systems per round, because the two do not ask the same of the disk:
 - project, SQLITE_SYNCHRONOUS=FULL: WAL with every commit waiting for the disk, as durable as DBOS.
 DBOS runs `DBOS.start_workflow(wf)` then `handle.get_result()` in its own child process; the
 project `runner.start(...)` then `runner.executed(...)` in a Django child process
-(`bench/_sbs_project.py --in-process-only`), where SQLite takes its usual way (created runnable,
-then claimed). Both as in `bench/side_by_side.py`'s docstring.
+(`bench/_sbs_project.py --in-process-only`). Both as in `bench/side_by_side.py`'s docstring.
 """
 
 from __future__ import annotations

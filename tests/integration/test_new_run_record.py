@@ -1,7 +1,7 @@
 """A start answers the run it created without reading it back (on PostgreSQL the statement returns
 one column): the record it answers is the one a read of the run gives, in every way a run is
 created (the one-statement start, the held start of `Runner.start`, both from a runner's event
-loop; SQLite's transaction)."""
+loop; SQLite's transactions)."""
 
 from __future__ import annotations
 
@@ -47,11 +47,14 @@ def test_a_created_run_is_answered_as_it_reads_back():
 def test_a_run_created_held_is_answered_as_it_reads_back():
     args = start("h")
     made, created, held = DjangoStore().get_or_create_held_run(owner="r1", lease_seconds=30, **args)
-    assert created and held is PG  # SQLite creates it runnable
-    if PG:
-        assert (made.status, made.lease_owner, made.due_at) == ("running", "r1", args["now"])
-        assert made.wake_at == args["now"] + dt.timedelta(seconds=30)
+    assert created and held
+    assert (made.status, made.lease_owner, made.due_at) == ("running", "r1", args["now"])
+    assert made.wake_at == args["now"] + dt.timedelta(seconds=30)
     assert made == read_back(made)
+    again, created_again, held_again = DjangoStore().get_or_create_held_run(
+        owner="r2", lease_seconds=30, **args
+    )
+    assert not created_again and not held_again and again.id == made.id  # the taken key answers its run
 
 
 @pytest.mark.skipif(not PG, reason="a runner's event-loop connection is PostgreSQL's")

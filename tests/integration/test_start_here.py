@@ -1,5 +1,6 @@
-"""`Runner.start`: a run started in a runner's process is executed there at once. On PostgreSQL the
-run is created already leased to that runner (no claim, no NOTIFY); a key that already has a run,
+"""`Runner.start`: a run started in a runner's process is executed there at once. The run is created
+already leased to that runner (no claim; on PostgreSQL in one statement and with no NOTIFY, on
+SQLite in one transaction); a key that already has a run,
 a workflow with a concurrency limit or a stopping runner take the usual way (a claim). A run
 created held by a runner that then dies is taken over as any claimed run is."""
 
@@ -75,19 +76,19 @@ def test_a_run_started_here_completes_each_step_once(store):
     async def main():
         r = runner(store)
         handle = await r.start("here", ["a"])
+        assert handle.run_id in r._tasks  # executing already, before any claim
         await r.executed(handle.run_id)
-        await r.run_due()  # SQLite: the run was created runnable, and is claimed here
         return handle, await handle.ainfo()
 
     handle, info = asyncio.run(main())
-    assert handle.created
+    assert handle.created and store.claims == 0
     assert info.status == "completed" and info.result == {"done": True}
     assert CALLS == [handle.run_id]
     row = Run.objects.get(id=handle.run_id)
     assert row.lease_owner == "" and row.started_at is not None and row.wake_at is None
 
 
-@pytest.mark.skipif(not PG, reason="only PostgreSQL creates a run held")
+@pytest.mark.skipif(not PG, reason="NOTIFY is PostgreSQL's")
 def test_on_postgresql_a_run_started_here_needs_no_claim_and_wakes_no_runner(store):
     listener = psycopg.connect(**_libpq_params(), autocommit=True)
     listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
@@ -170,7 +171,6 @@ def test_a_bad_key_or_state_changes_nothing(store):
     assert Run.objects.count() == 0
 
 
-@pytest.mark.skipif(not PG, reason="only PostgreSQL creates a run held")
 def test_a_held_run_whose_runner_died_is_taken_over_and_completes(store):
     now = dt.datetime.now(dt.UTC)
     run, created, held = DjangoStore().get_or_create_held_run(

@@ -205,19 +205,22 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         trace_context: dict[str, str] | None = None,
         priority: int = 0,
     ) -> tuple[RunRecord, bool, bool]:
-        """PostgreSQL: one statement creates the run leased to `owner` (`writes.held_run_statement`);
-        a key already taken answers its run, not held. SQLite: the default (created runnable)."""
+        """A new run leased to `owner`: on PostgreSQL one statement (`writes.held_run_statement`), on
+        SQLite one transaction (`writes.create_held_run`); a key already taken answers its run,
+        not held."""
         start: dict[str, Any] = {
             "workflow": workflow, "key": key, "version": version, "initial_state": initial_state,
             "now": now, "trace_context": trace_context, "priority": priority,
         }  # fmt: skip
+        new = writes.held_run_statement(owner, now + dt.timedelta(seconds=lease_seconds), **start)
         if sql.pg():
-            new = writes.held_run_statement(owner, now + dt.timedelta(seconds=lease_seconds), **start)
             with hot_cursor() as cursor:
                 cursor.execute(new.sql, new.params)
-                row = cursor.fetchone()
-            if row is not None:
-                return new.record, True, True
+                created = cursor.fetchone() is not None
+        else:
+            created = writes.create_held_run(new.record)
+        if created:
+            return new.record, True, True
         run, created = self.get_or_create_run(**start)
         return run, created, False
 

@@ -459,6 +459,26 @@ def held_run_statement(
     return NewRun(sql.INSERT_HELD_RUN_IF_NEW, params, record)
 
 
+def create_held_run(record: RunRecord) -> bool:
+    """SQLite: the held run `held_run_statement` made `record` of (leased to its `lease_owner`
+    until its `wake_at`, as a claim leaves it), created through the ORM in a transaction of its
+    own (a savepoint inside the caller's); no runner is woken. False when the key is taken."""
+    key_text, key_hash = key_identity(record.key)
+    now = record.created_at
+    assert now is not None  # a new run's record always has it
+    try:
+        with transaction.atomic():
+            Run.objects.create(
+                id=record.id, workflow=record.workflow, key=record.key, key_text=key_text, key_hash=key_hash,
+                version=record.version, status=record.status, state=record.state, created_at=now,
+                updated_at=now, transitioned_at=now, started_at=now, wake_at=record.wake_at,
+                lease_owner=record.lease_owner, trace_context=record.trace_context, priority=record.priority,
+            )  # fmt: skip
+    except IntegrityError:  # the key is taken
+        return False
+    return True
+
+
 def _new_run(
     status: str,
     workflow: str,
