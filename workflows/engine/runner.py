@@ -121,11 +121,11 @@ class Runner:
     ) -> RunHandle:
         """The run of `key` (as `client.aget_or_create`), executed by this runner at once when it
         creates it and has a free slot: the store creates it already leased here (PostgreSQL in
-        one statement, SQLite in one transaction), so no claim follows and no other runner is woken, as DBOS's `start_workflow` runs a
-        workflow in the process that starts it. It never takes a slot a claim in flight may fill.
-        A workflow with a concurrency limit, a full or stopping runner, or a key that already has
-        a run takes the usual way (the run waits for a claim, this runner's included).
-        `executed(run_id)` waits for the execution here."""
+        one statement, SQLite in one transaction), so no claim follows and no other runner is
+        woken, as DBOS's `start_workflow` runs a workflow in the process that starts it. It never
+        takes a slot a claim in flight may fill. A workflow with a concurrency limit, a full or
+        stopping runner, or a key that already has a run takes the usual way (the run waits for a
+        claim, this runner's included). `executed(run_id)` waits for the execution here."""
         client = self.registry.client(workflow, store=self.store, clock=self.clock)
         args = client.start_args(key, state, "existing", None, priority)
         hold = (

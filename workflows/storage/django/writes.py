@@ -427,13 +427,8 @@ def new_run_statement(
     params = [*first, sql.t(now), sql.j(trace_context or None), priority, concurrency_group]
     if first_message is None:
         return NewRun(sql.INSERT_RUN_IF_NEW, [*params, NOTIFY_CHANNEL], record)
-    message = [
-        first_message.queue,
-        sql.j(first_message.body),
-        sql.t(now),
-        sql.j(first_message.trace_context or None),
-    ]
-    return NewRun(sql.INSERT_RUN_WITH_MESSAGE_IF_NEW, [*params, *message, NOTIFY_CHANNEL], record)
+    params += [*message_values(first_message, now), NOTIFY_CHANNEL]
+    return NewRun(sql.INSERT_RUN_WITH_MESSAGE_IF_NEW, params, record)
 
 
 def held_run_statement(
@@ -535,13 +530,15 @@ def start_run(
 def insert_first_message(run_id: str, first_message: OutgoingMessage, now: dt.datetime) -> None:
     """A new run's first message, in the caller's transaction that created the run. Its wake is
     left as the creation set it (a debounced run still waits)."""
-    params = [
-        sql.rid(run_id), first_message.queue, sql.j(first_message.body), sql.t(now),
-        sql.j(first_message.trace_context or None),
-    ]  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute(sql.INSERT_MESSAGE, params)
+        cursor.execute(sql.INSERT_MESSAGE, [sql.rid(run_id), *message_values(first_message, now)])
         cursor.fetchone()  # its id (SQLite completes a RETURNING statement as it is read)
+
+
+def message_values(outgoing: OutgoingMessage, now: dt.datetime) -> list[Any]:
+    """A message's stored values, in the order every message insert takes them: queue, body,
+    sent_at, trace context."""
+    return [outgoing.queue, sql.j(outgoing.body), sql.t(now), sql.j(outgoing.trace_context or None)]
 
 
 def send_to_run(outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
@@ -551,7 +548,7 @@ def send_to_run(outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
     rid = sql.rid(outgoing.run_id)
     params = [
         RunStatus.PENDING, RunStatus.WAITING, sql.t(now), outgoing.priority, rid, *LIVE,
-        outgoing.queue, sql.j(outgoing.body), sql.t(now), sql.j(outgoing.trace_context or None), NOTIFY_CHANNEL,
+        *message_values(outgoing, now), NOTIFY_CHANNEL,
     ]  # fmt: skip
     with hot_cursor() as cursor:
         cursor.execute(sql.SEND_TO_RUN, params)
@@ -627,11 +624,8 @@ def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> 
         if outgoing.drop_if_ended:
             return None
         raise RunFinished(f"run {run_pk} finished; it takes no more messages")
-    trace_context = outgoing.trace_context or None
-    cursor.execute(
-        sql.INSERT_MESSAGE, [rid, outgoing.queue, sql.j(outgoing.body), sql.t(now), sql.j(trace_context)]
-    )
+    cursor.execute(sql.INSERT_MESSAGE, [rid, *message_values(outgoing, now)])
     return MessageRecord(
         id=cursor.fetchone()[0], run_id=str(run_pk), queue=outgoing.queue, body=outgoing.body, sent_at=now,
-        trace_context=trace_context,
+        trace_context=outgoing.trace_context or None,
     )  # fmt: skip
