@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from inspector.access import check_run_stream_token
 from jobs.models import IdempotencyKey
 from workflows.api_auth import create_api_key
 from workflows.models import Message, Run
@@ -20,6 +21,11 @@ GOOD = {"title": "Discovery call", "transcript": "Acme Corp called. I will send 
 def post_job(client, body, **headers):
     data = body if isinstance(body, bytes | str) else json.dumps(body)
     return client.post("/jobs", data=data, content_type="application/json", headers=headers)
+
+
+def job(response) -> tuple[str, str]:
+    """The job an answer names: its job id and run id (its stream token is signed per second)."""
+    return response.json()["jobId"], response.json()["runId"]
 
 
 def assert_error(response, status: int, code: str) -> dict:
@@ -133,7 +139,9 @@ def test_idempotency_key__the_same_key_returns_the_same_job(client):
     other = post_job(client, GOOD, **{"Idempotency-Key": "def"})
 
     assert first.status_code == again.status_code == other.status_code == 202
-    assert first.json() == again.json() != other.json()
+    assert job(first) == job(again) != job(other)
+    # each answer carries a stream token for that run, signed when it was made (its second)
+    assert all(check_run_stream_token(r.json()["runId"], r.json()["streamToken"]) for r in (first, again))
     assert Run.objects.count() == 2
     assert Message.objects.count() == 2
     assert IdempotencyKey.objects.get(key="abc").job_id == uuid.UUID(first.json()["jobId"])
