@@ -263,9 +263,18 @@ def main() -> None:
         action="store_true",
         help="the in-process figures alone, on DATABASE_URL's database",
     )
+    parser.add_argument(
+        "--thread-commits",
+        action="store_true",
+        help='WORKFLOWS["ASYNC_COMMITS"] off: every commit through the database threads',
+    )
     args = parser.parse_args()
     sizes = json.loads(args.sizes)
     setup_django()
+    if args.thread_commits:
+        from django.conf import settings
+
+        settings.WORKFLOWS = {**settings.WORKFLOWS, "ASYNC_COMMITS": False}
     if args.in_process_only:  # bench/side_by_side_sqlite.py
         progress(f"project: in-process 0-step and 10-step runs ({sizes['ten']} each)")
         Path(args.out).write_text(json.dumps(in_process(sizes["ten"]), indent=2, default=str))

@@ -7,6 +7,7 @@ very file, on a connection set as that system sets its own. Prints figures; neve
     .venv/bin/pip install -r requirements-bench-dbos.txt     # optional: DBOS 3.4.0, bench only
     .venv/bin/python bench/side_by_side_sqlite.py            # 3 rounds, about 2 minutes
     .venv/bin/python bench/side_by_side_sqlite.py --rounds 5 --runs 100
+    .venv/bin/python bench/side_by_side_sqlite.py --thread-commits  # and through the thread
 
 Three systems per round, because the two do not ask the same of the disk:
 - DBOS: its SQLite system database as DBOS 3.4 opens it (`system_database_url="sqlite:///..."`):
@@ -16,6 +17,9 @@ Three systems per round, because the two do not ask the same of the disk:
   survives the process crashing (any crash a runner can have) but the last commits may roll back
   if the machine loses power or its OS crashes; no commit waits for the disk;
 - project, SQLITE_SYNCHRONOUS=FULL: WAL with every commit waiting for the disk, as durable as DBOS.
+A runner writes its step commits from its event loop (`workflows/storage/django/sqlite_loop.py`);
+`--thread-commits` adds both project systems again with WORKFLOWS["ASYNC_COMMITS"] off, every
+commit through the database thread, as before that path existed.
 DBOS runs `DBOS.start_workflow(wf)` then `handle.get_result()` in its own child process; the
 project `runner.start(...)` then `runner.executed(...)` in a Django child process
 (`bench/_sbs_project.py --in-process-only`). Both as in `bench/side_by_side.py`'s docstring.
@@ -50,6 +54,9 @@ PROJECT_REGISTRIES = "bench.flows.registry,bench._sbs_flows.registry"
 FLOOR_INSERTS = 500
 # (label, SQLITE_SYNCHRONOUS for the project; None: DBOS)
 SYSTEMS = (("DBOS", None), ("project", "NORMAL"), ("project, FULL", "FULL"))
+# --thread-commits adds these: the project with WORKFLOWS["ASYNC_COMMITS"] off, every step's
+# commit through its database thread rather than from its event loop (`sqlite_loop`)
+THREAD_SYSTEMS = (("project, thread", "NORMAL"), ("project, FULL, thread", "FULL"))
 
 
 def floor(path: Path, pragmas: list[str]) -> dict[str, Any]:
@@ -94,7 +101,7 @@ def run_dbos(runs: int, tmp: Path) -> dict[str, Any]:
     return figures
 
 
-def run_project(runs: int, synchronous: str, tmp: Path) -> dict[str, Any]:
+def run_project(runs: int, synchronous: str, tmp: Path, thread_commits: bool = False) -> dict[str, Any]:
     os.environ["SQLITE_SYNCHRONOUS"] = synchronous  # create_database migrates with bench_env()
     create_database("sqlite")
     try:
@@ -106,7 +113,7 @@ def run_project(runs: int, synchronous: str, tmp: Path) -> dict[str, Any]:
         command = [
             sys.executable, str(ROOT / "bench" / "_sbs_project.py"), "--in-process-only",
             "--sizes", json.dumps({"ten": runs}), "--out", str(out),
-        ]  # fmt: skip
+        ] + (["--thread-commits"] if thread_commits else [])  # fmt: skip
         subprocess.run(command, cwd=ROOT, env=env, check=True)
         figures = json.loads(out.read_text())
         # as config/settings.py sets its connections (the file is already in WAL mode)
@@ -161,11 +168,17 @@ def main() -> None:
         "--runs", type=int, default=50, help="0-step and 10-step runs each, per system and round"
     )
     parser.add_argument("--no-dbos", action="store_true", help="measure the project side only")
+    parser.add_argument(
+        "--thread-commits",
+        action="store_true",
+        help="also the project with every commit through its database thread (ASYNC_COMMITS off)",
+    )
     args = parser.parse_args()
     with_dbos = not args.no_dbos and importlib.util.find_spec("dbos") is not None
     if not with_dbos and not args.no_dbos:
         progress("dbos is not installed (pip install -r requirements-bench-dbos.txt): the project side only")
     systems = [s for s in SYSTEMS if with_dbos or s[1] is not None]
+    systems += list(THREAD_SYSTEMS) if args.thread_commits else []
     BENCH_VAR.mkdir(parents=True, exist_ok=True)
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
     rounds: list[dict[str, dict[str, Any]]] = []
@@ -177,7 +190,8 @@ def main() -> None:
                 if synchronous is None:
                     figures[label] = run_dbos(args.runs, Path(tmp))
                 else:
-                    figures[label] = run_project(args.runs, synchronous, Path(tmp))
+                    thread = (label, synchronous) in THREAD_SYSTEMS
+                    figures[label] = run_project(args.runs, synchronous, Path(tmp), thread)
             rounds.append(figures)
     load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
     settings = ", ".join(

@@ -75,9 +75,11 @@ GROUP_COMMIT (default `True`)
     as one statement (one round trip, one transaction), each still fenced by its own lease; a
     lone commit goes out at once, alone. `False`: every commit is its own statement.
 ASYNC_COMMITS (default `True`)
-    PostgreSQL, in a runner: a step's commit (one statement) is sent from the runner's event
-    loop on a connection of its own (psycopg's async connection), not through a database
-    thread. `False`: every commit goes through the database threads.
+    In a runner, a step's commit skips the hop to a database thread. PostgreSQL: a commit of one
+    statement is sent from the runner's event loop on a connection of its own (psycopg's async
+    connection). SQLite: a commit with no messages or child starts is written from the event
+    loop on a connection of its own while the database thread is idle, never waiting for a lock
+    (`storage/django/sqlite_loop.py`). `False`: every commit goes through the database threads.
 ASYNC_CLAIMS (default `True`)
     PostgreSQL, in a runner: its claims (of workflows with no concurrency limit, each with the
     resume reads of the runs it takes), resumed runs' reads, run starts and run reads are sent

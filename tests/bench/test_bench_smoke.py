@@ -119,13 +119,17 @@ def test_send_path_bench__a_few_sends_print_every_phase(tmp_path, monkeypatch):
 
 @pytest.mark.timeout(600)
 def test_side_by_side_sqlite_bench__one_small_round_prints_its_table(tmp_path):
-    done = run_bench(tmp_path, "side_by_side_sqlite.py", "--rounds", "1", "--runs", "3", "--no-dbos")
+    done = run_bench(
+        tmp_path, "side_by_side_sqlite.py", "--rounds", "1", "--runs", "3", "--no-dbos", "--thread-commits"
+    )
     for row in (
         "floor: one committed single-row insert",
         "durable overhead per step",
         "per step / its own floor",
     ):
         assert row in done.stdout, done.stdout
-    assert "| figure | project | project, FULL |" in done.stdout, done.stdout
+    assert "| figure | project | project, FULL | project, thread | project, FULL, thread |" in done.stdout, (
+        done.stdout
+    )
     assert "project: journal_mode=wal, synchronous=NORMAL" in done.stdout, done.stdout
     assert "project, FULL: journal_mode=wal, synchronous=FULL" in done.stdout, done.stdout

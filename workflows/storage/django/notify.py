@@ -78,6 +78,19 @@ async def _poll_data_version(run_sync: RunSync, wake: Callable[[], None]) -> Non
         last = version
 
 
+async def poll_data_version_in_loop(version: Callable[[], int | None], wake: Callable[[], None]) -> None:
+    """SQLite, a runner writing its step commits from its event loop (`sqlite_loop`): the same
+    check on that connection, in the loop (no hop to the database thread at each poll). None (the
+    connection failed) counts as a change: the runner looks for work."""
+    last = version()
+    while True:
+        await asyncio.sleep(SQLITE_POLL)
+        current = version()
+        if current != last or current is None:
+            wake()
+        last = current
+
+
 def _sqlite_data_version() -> int:
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA data_version")

@@ -74,6 +74,7 @@ from .rows import (
     timestamp,
 )
 from .schedules import DjangoSchedules
+from .sqlite_loop import SqliteLoopCommits, loop_params, passive_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +116,17 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
                 )
             elif _setting("GROUP_COMMIT"):
                 self._group = GroupCommits(self._executor.submit, self.commit)
+        # A runner's store on SQLite: its step commits are written from the event loop on a
+        # connection of its own while the one database thread is idle (`sqlite_loop`).
+        self._sqlite_loop: SqliteLoopCommits | None = None
+        self._submitted = self._finished = 0  # calls sent to the thread, and returned by it
+        if self._executor is not None and connection.vendor == "sqlite" and _setting("ASYNC_COMMITS"):
+            self._sqlite_loop = SqliteLoopCommits(
+                params=lambda: self.run_sync(loop_params),
+                thread_idle=lambda: self._submitted == self._finished,
+                alone=self._commit_in_thread,
+                checkpoint=self._checkpoint_in_thread,
+            )
         # ... and its claims and resume reads on another (`loop_reads`), when libpq pipelines.
         self._reads: LoopReads | None = None
         self._prefetched: dict[str, tuple[list[EntryRecord], list[MessageRecord] | None]] = {}
@@ -126,7 +138,25 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         if self._executor is None:
             return await sync_to_async(reconnecting(fn), thread_sensitive=True)(*args, **kwargs)
         call = functools.partial(reconnecting(fn), *args, **kwargs)
+        if self._sqlite_loop is not None:  # its one thread: counted while in flight
+            call = functools.partial(self._counted, call)
+            self._submitted += 1
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    def _counted(self, call: Callable[[], Any]) -> Any:
+        """In the database thread (SQLite's only one: this count has one writer)."""
+        try:
+            return call()
+        finally:
+            self._finished += 1
+
+    def _checkpoint_in_thread(self) -> None:
+        """Counted in flight, not awaited: the loop's commits go through the thread behind it, so
+        it copies the whole WAL and the next write starts the WAL file over."""
+        if self._executor is not None:
+            with contextlib.suppress(RuntimeError):  # the store is closing
+                self._executor.submit(self._counted, passive_checkpoint)
+                self._submitted += 1
 
     def close(self) -> None:
         """Close the pool's connections and threads (a stopping runner)."""
@@ -149,6 +179,8 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             self._group.close()
         if self._reads is not None:
             self._reads.close()
+        if self._sqlite_loop is not None:
+            self._sqlite_loop.close()
 
     async def _loop_connection(self) -> Any:
         params, role = await self.run_sync(_connection_params)
@@ -462,10 +494,13 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         return writes.commit(run_id, owner, commit, now)
 
     async def acommit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
-        """A runner's store on PostgreSQL: a step's commit goes on the async path, where it may
-        share one statement with the commits of other runs ready at the same moment."""
+        """A runner's store: on PostgreSQL a step's commit goes on the async path, where it may
+        share one statement with the commits of other runs ready at the same moment; on SQLite
+        it is written from the event loop while the database thread is idle."""
         if self._group is not None and self._group.accepts(commit):
             return await self._group.commit(run_id=run_id, owner=owner, commit=commit, now=now)
+        if self._sqlite_loop is not None and self._sqlite_loop.accepts(commit):
+            return await self._sqlite_loop.commit(run_id=run_id, owner=owner, commit=commit, now=now)
         return await self.run_sync(self.commit, run_id=run_id, owner=owner, commit=commit, now=now)
 
     def load_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
@@ -568,8 +603,12 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
 
     async def watch(self, wake: Callable[[], None]) -> None:
         """PostgreSQL: LISTEN for the NOTIFY that every send and start issues on commit.
-        SQLite: PRAGMA data_version moves when another connection commits (it reads no table)."""
-        await notify.watch(self.run_sync, wake)
+        SQLite: PRAGMA data_version moves when another connection commits (it reads no table);
+        a runner writing its step commits from the loop asks the loop's connection (`sqlite_loop`)."""
+        if self._sqlite_loop is not None and await self._sqlite_loop.connection() is not None:
+            await notify.poll_data_version_in_loop(self._sqlite_loop.version, wake)
+        else:
+            await notify.watch(self.run_sync, wake)
 
 
 def _claim(

@@ -216,61 +216,70 @@ def _answered(commit: Commit) -> bool:
 def _commit_statements(
     run_id: str, owner: str, commit: Commit, now: dt.datetime, on_pg: bool
 ) -> CommitResult:
-    rid = sql.rid(run_id)
     with transaction.atomic(), hot_cursor() as cursor:
-        # The fence first: it also locks the run row, so a sender racing with a suspension either
-        # lands before it (and is seen) or wakes it after.
-        sets, params = sql.run_update(commit, now, on_pg)
-        where, fence_params = sql.fence(rid, owner, commit)
-        cursor.execute(
-            f"UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group",
-            params + fence_params,
-        )
-        fenced = cursor.fetchone()
-        if fenced is None:
-            raise LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
+        return write_commit(cursor, run_id, owner, commit, now, on_pg)
 
-        # A message taken by a wait that does not answer it is completed (with no response)
-        # by the same UPDATE that consumes it.
-        auto_completed = {mid for mid, response in commit.complete if response is None}
-        entry_ids = []
-        for write, attempt in commit.entries:
-            statement, entry_params = (
-                sql.insert_entry(rid, write, on_pg) if write.id is None else sql.update_entry(write, on_pg)
-            )
-            cursor.execute(statement, entry_params)
-            row = cursor.fetchone()
-            if row is None:  # an update of an entry an operator's replay has just superseded
-                raise LeaseLost(f"entry {write.id} of run {run_id} was replaced (an operator replayed it)")
-            entry_id = row[0]
-            entry_ids.append(entry_id)
-            if attempt is not None:
-                cursor.execute(*sql.insert_attempt(attempt, entry_id, on_pg))
-            if write.consumes:
-                _consume(cursor, rid, entry_id, write.consumes, auto_completed, now)
-        for scope in commit.prune:
-            for statement in (sql.PRUNE_ATTEMPTS, sql.PRUNE_CONSUMERS, sql.PRUNE_ENTRIES):
-                cursor.execute(statement, sql.scope_params(run_id, scope))
-        insert_events(cursor, rid, sql.event_rows(commit), now)
-        consumed = {mid for write, _attempt in commit.entries for mid in write.consumes}
-        for message_id, response in commit.complete:
-            if message_id in consumed and message_id in auto_completed:
-                continue
-            cursor.execute(sql.COMPLETE_MESSAGE, [sql.j(response), sql.t(now), message_id])
-        for outgoing in commit.messages:
-            insert_message(cursor, outgoing, now)
-        for start in commit.children:
-            start_child(run_id, start, now)
-        # A grouped run leaving `running` frees a slot of its group: the first run set aside in it
-        # is due again, and runners waiting for a slot look.
-        freed = commit.transition is not None and fenced[1] is not None
-        if freed:
-            cursor.execute(*sql.unpark(fenced[1]))
-        if commit.messages or commit.children or freed:
-            notify(cursor)
-        transition = commit.transition
-        if transition is not None and transition.status == RunStatus.WAITING:
-            _wake_if_message_waiting(cursor, rid, transition.wait_queues, now)
+
+def write_commit(
+    cursor: Any, run_id: str, owner: str, commit: Commit, now: dt.datetime, on_pg: bool
+) -> CommitResult:
+    """A commit as statements on `cursor`, inside the caller's transaction: Django's, or on SQLite
+    the runner's loop connection (`sqlite_loop`), which takes only commits with no messages and no
+    child starts (they go through the ORM, on Django's connection)."""
+    rid = sql.rid(run_id)
+    # The fence first: it also locks the run row, so a sender racing with a suspension either
+    # lands before it (and is seen) or wakes it after.
+    sets, params = sql.run_update(commit, now, on_pg)
+    where, fence_params = sql.fence(rid, owner, commit)
+    cursor.execute(
+        f"UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group",
+        params + fence_params,
+    )
+    fenced = cursor.fetchone()
+    if fenced is None:
+        raise LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
+
+    # A message taken by a wait that does not answer it is completed (with no response)
+    # by the same UPDATE that consumes it.
+    auto_completed = {mid for mid, response in commit.complete if response is None}
+    entry_ids = []
+    for write, attempt in commit.entries:
+        statement, entry_params = (
+            sql.insert_entry(rid, write, on_pg) if write.id is None else sql.update_entry(write, on_pg)
+        )
+        cursor.execute(statement, entry_params)
+        row = cursor.fetchone()
+        if row is None:  # an update of an entry an operator's replay has just superseded
+            raise LeaseLost(f"entry {write.id} of run {run_id} was replaced (an operator replayed it)")
+        entry_id = row[0]
+        entry_ids.append(entry_id)
+        if attempt is not None:
+            cursor.execute(*sql.insert_attempt(attempt, entry_id, on_pg))
+        if write.consumes:
+            _consume(cursor, rid, entry_id, write.consumes, auto_completed, now)
+    for scope in commit.prune:
+        for statement in (sql.PRUNE_ATTEMPTS, sql.PRUNE_CONSUMERS, sql.PRUNE_ENTRIES):
+            cursor.execute(statement, sql.scope_params(run_id, scope))
+    insert_events(cursor, rid, sql.event_rows(commit), now)
+    consumed = {mid for write, _attempt in commit.entries for mid in write.consumes}
+    for message_id, response in commit.complete:
+        if message_id in consumed and message_id in auto_completed:
+            continue
+        cursor.execute(sql.COMPLETE_MESSAGE, [sql.j(response), sql.t(now), message_id])
+    for outgoing in commit.messages:
+        insert_message(cursor, outgoing, now)
+    for start in commit.children:
+        start_child(run_id, start, now)
+    # A grouped run leaving `running` frees a slot of its group: the first run set aside in it
+    # is due again, and runners waiting for a slot look.
+    freed = commit.transition is not None and fenced[1] is not None
+    if freed:
+        cursor.execute(*sql.unpark(fenced[1]))
+    if commit.messages or commit.children or freed:
+        notify(cursor)
+    transition = commit.transition
+    if transition is not None and transition.status == RunStatus.WAITING:
+        _wake_if_message_waiting(cursor, rid, transition.wait_queues, now)
     return CommitResult(entry_ids=entry_ids, cancel_requested=bool(fenced[0]))
 
 

@@ -1,0 +1,247 @@
+"""SQLite, a runner's store: step commits written from the event loop on a connection of the
+store's own (`sqlite_loop`). Beyond writing, it must never hold the loop waiting for a lock, write
+nothing when it fails before COMMIT (the thread then writes it once), say a failed COMMIT as the
+thread does, keep the WAL file from growing, and leave the runner's change check blind to its own
+commits but not to anyone else's."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tests.support import a_step
+from workflows.core.exceptions import LeaseLost, StoreUnavailable
+from workflows.models import Attempt, Entry, Run
+from workflows.storage.django import DjangoStore, sqlite_loop, writes
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),  # the store's own connections must see the rows
+    pytest.mark.skipif(connection.vendor != "sqlite", reason="the loop commits are SQLite's"),
+]
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@pytest.fixture
+def store():
+    store = DjangoStore(db_threads=4)  # SQLite: one thread whatever is asked
+    assert store._sqlite_loop is not None
+    yield store
+    store.close()
+
+
+def claimed_run(owner: str = "a") -> str:
+    store = DjangoStore()
+    store.get_or_create_run(workflow="wf", key=["k"], version="v", initial_state={}, now=now())
+    [run] = store.claim(owner=owner, workflows=["wf"], limit=1, lease_seconds=30, now=now())
+    return run.id
+
+
+def database_file() -> str:
+    return str(connection.settings_dict["NAME"])
+
+
+def positions(run_id: str) -> list[int]:
+    return sorted(Entry.objects.filter(run_id=run_id).values_list("position", flat=True))
+
+
+def test_step_commits_are_written_from_the_loop(store):
+    run_id = claimed_run()
+
+    async def go():
+        return [await store.acommit(run_id=run_id, owner="a", commit=a_step(i), now=now()) for i in range(3)]
+
+    results = asyncio.run(go())
+    assert store._sqlite_loop.commits == 3 and store._sqlite_loop.through_thread == 0
+    assert positions(run_id) == [0, 1, 2]
+    assert [r.entry_ids[0] for r in results] == sorted(Entry.objects.values_list("id", flat=True))
+    assert Attempt.objects.filter(entry__run_id=run_id).count() == 3
+
+
+def test_the_write_lock_taken_sends_the_commit_through_the_thread_and_the_loop_goes_on(store):
+    """Another process's write transaction: the loop does not wait for it (busy timeout 0); the
+    thread waits for the lock and writes the commit once it is free."""
+    run_id = claimed_run()
+    other = sqlite3.connect(database_file(), isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.005)
+            ticks += 1
+
+    async def go():
+        await store._sqlite_loop.connection()
+        tick_task = asyncio.create_task(ticker())
+        release = threading.Timer(0.5, lambda: other.execute("COMMIT"))
+        release.start()
+        try:
+            result = await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
+        finally:
+            release.join()
+            tick_task.cancel()
+        return result
+
+    try:
+        result = asyncio.run(go())
+    finally:
+        other.close()
+    assert ticks >= 20, "the loop was held while the lock was taken"
+    assert store._sqlite_loop.through_thread == 1 and store._sqlite_loop.commits == 0
+    assert positions(run_id) == [0] and result.entry_ids == list(Entry.objects.values_list("id", flat=True))
+
+
+def test_a_lost_lease_is_said_from_the_loop_and_nothing_is_written(store):
+    run_id = claimed_run()
+    Run.objects.filter(id=run_id).update(lease_owner="b")
+
+    async def go():
+        await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
+
+    with pytest.raises(LeaseLost):
+        asyncio.run(go())
+    assert store._sqlite_loop.through_thread == 0 and store._sqlite_loop.commits == 0
+    assert positions(run_id) == []
+
+
+def test_an_error_before_commit_writes_nothing_and_the_thread_writes_it_once(store, monkeypatch):
+    """The loop's statements ran, then failed: rolled back, and the thread writes the commit."""
+    run_id = claimed_run()
+    real = writes.write_commit
+
+    def fails_in_the_loop(cursor, *args, **kwargs):
+        result = real(cursor, *args, **kwargs)
+        if isinstance(cursor, sqlite_loop._Cursor):
+            raise sqlite3.OperationalError("disk I/O error (simulated)")
+        return result
+
+    monkeypatch.setattr(writes, "write_commit", fails_in_the_loop)
+
+    async def go():
+        return await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
+
+    result = asyncio.run(go())
+    assert store._sqlite_loop.through_thread == 1 and store._sqlite_loop.commits == 0
+    assert positions(run_id) == [0] and Attempt.objects.count() == 1
+    assert result.entry_ids == list(Entry.objects.values_list("id", flat=True))
+
+
+class _CommitFails:
+    """A loop connection whose COMMITs fail: ending the transaction (as an I/O error can: whether
+    it landed is unknown) or leaving it open (as a deferred foreign key failing does)."""
+
+    def __init__(self, conn: sqlite3.Connection, ends_it: bool) -> None:
+        self._conn = conn
+        self._ends_it = ends_it
+
+    def execute(self, statement: str, *args):
+        if statement == "COMMIT":
+            if self._ends_it:
+                self._conn.execute("ROLLBACK")
+            raise sqlite3.OperationalError("disk I/O error (simulated)")
+        return self._conn.execute(statement, *args)
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+
+def test_a_commit_that_fails_and_ends_the_transaction_says_unavailable_then_reconnects(store, monkeypatch):
+    run_id = claimed_run()
+    real_open = sqlite_loop._open
+    monkeypatch.setattr(sqlite_loop, "_open", lambda params: _CommitFails(real_open(params), ends_it=True))
+
+    async def fails():
+        await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
+
+    with pytest.raises(StoreUnavailable):
+        asyncio.run(fails())
+    assert store._sqlite_loop._conn is None and store._sqlite_loop.through_thread == 0
+    monkeypatch.setattr(sqlite_loop, "_open", real_open)
+
+    async def again():
+        return await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
+
+    asyncio.run(again())
+    assert store._sqlite_loop.commits == 1 and positions(run_id) == [0]
+
+
+def test_a_commit_that_fails_and_leaves_the_transaction_open_is_written_by_the_thread(store, monkeypatch):
+    run_id = claimed_run()
+    real_open = sqlite_loop._open
+    monkeypatch.setattr(sqlite_loop, "_open", lambda params: _CommitFails(real_open(params), ends_it=False))
+
+    async def go():
+        return await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
+
+    result = asyncio.run(go())
+    assert store._sqlite_loop.through_thread == 1 and store._sqlite_loop.commits == 0
+    assert not store._sqlite_loop._conn.in_transaction  # rolled back: the lock is not held
+    assert positions(run_id) == [0] and result.entry_ids == list(Entry.objects.values_list("id", flat=True))
+
+
+def test_checkpoints_keep_the_wal_file_from_growing(store, monkeypatch):
+    """No automatic checkpoint on the loop's connection: the thread's, every CHECKPOINT_EVERY
+    commits, copy the WAL whole, so the file starts over instead of growing with every commit."""
+    monkeypatch.setattr(sqlite_loop, "CHECKPOINT_EVERY", 10)
+    run_id = claimed_run()
+    commits = 200
+
+    async def go():
+        for i in range(commits):
+            await store.acommit(run_id=run_id, owner="a", commit=a_step(i), now=now())
+
+    asyncio.run(go())
+    assert store._sqlite_loop.commits > commits * 0.8  # most in the loop; some behind a checkpoint
+    page_size = sqlite3.connect(database_file()).execute("PRAGMA page_size").fetchone()[0]
+    wal = Path(database_file() + "-wal").stat().st_size
+    # Each commit appends about 9 pages: with no checkpoint the file would hold commits * 9.
+    assert wal < 40 * 10 * page_size < commits * 9 * page_size
+    assert positions(run_id) == list(range(commits))
+
+
+def test_the_watch_wakes_for_other_connections_commits_not_for_its_own(store):
+    run_id = claimed_run()
+    woken = asyncio.Event
+
+    async def go():
+        wake = woken()
+        watcher = asyncio.create_task(store.watch(wake.set))
+        try:
+            await asyncio.sleep(0.05)  # the watch's first reading
+            for i in range(5):  # the runner's own step commits, from the loop
+                await store.acommit(run_id=run_id, owner="a", commit=a_step(i), now=now())
+                await asyncio.sleep(0.02)  # two polls each
+            own = wake.is_set()
+            other = sqlite3.connect(database_file(), isolation_level=None)
+            other.execute("UPDATE workflows_run SET priority = 1 WHERE id = ?", [run_id.replace("-", "")])
+            other.close()
+            await asyncio.wait_for(wake.wait(), timeout=5)
+            return own
+        finally:
+            watcher.cancel()
+
+    assert asyncio.run(go()) is False, "the runner's own commits woke it"
+    assert store._sqlite_loop.commits == 5
+
+
+def test_async_commits_off_keeps_every_commit_in_the_thread(monkeypatch):
+    monkeypatch.setattr(settings, "WORKFLOWS", {**settings.WORKFLOWS, "ASYNC_COMMITS": False})
+    store = DjangoStore(db_threads=1)
+    try:
+        assert store._sqlite_loop is None
+        run_id = claimed_run()
+        asyncio.run(store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now()))
+        assert positions(run_id) == [0]
+    finally:
+        store.close()

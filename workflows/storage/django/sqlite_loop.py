@@ -1,0 +1,238 @@
+"""A runner's step commits on SQLite, written from its event loop on a connection of the store's own.
+
+Through the store's database thread a commit costs a hop there and back on top of SQLite's own
+work: two thread wake-ups, about 0.1 ms on a small machine, more than the commit's statements
+take at `synchronous=NORMAL`. Written in the loop, it costs the statements alone; the loop waits
+meanwhile, as long as SQLite takes (with `SQLITE_SYNCHRONOUS=FULL`, the wait for the disk too),
+which is the time the committing run waited anyway, but the runner's other runs wait with it.
+`bench/side_by_side_sqlite.py` measures a step both ways (`WORKFLOWS["ASYNC_COMMITS"]`).
+
+It never waits for a lock, so it never holds the loop for long:
+- the connection's busy timeout is 0, and a commit goes there only while the database thread has
+  nothing in flight (their writes would otherwise wait for each other);
+- `BEGIN IMMEDIATE` finding the write lock taken (another process writes), or any error that
+  leaves the transaction open (rolled back: nothing written; a deferred foreign key failing at
+  `COMMIT` is one), sends the commit through the thread as before, which waits for the lock (its
+  busy timeout) and says any error as it always has; a lost lease is said at once;
+- `COMMIT` failing and ending the transaction: whether it landed is unknown, so StoreUnavailable
+  (the engine re-reads the run's history) and the connection is dropped, as the thread path does.
+Commits with messages or child starts go through the thread: they use the ORM.
+
+Checkpoints: this connection never copies the WAL into the database itself (`wal_autocheckpoint`
+off, so the loop never waits for it); every CHECKPOINT_EVERY commits it asks the database thread
+for one and does not wait. Commits meanwhile go through the thread, behind it, as a commit that
+checkpoints there waits for it: a checkpoint that no write of this process runs beside copies
+the whole WAL, so the next write starts the WAL file over instead of growing it.
+
+Change check: a connection's `PRAGMA data_version` moves when another connection commits. The
+runner now writes on two connections, each seeing the other's commits as changes, so the runner's
+watcher asks this one (in the loop, no hop): it moves for other processes' commits and for the
+database thread's few writes (claims, heartbeats), never for step commits.
+
+Written by hand: Python's sqlite3 driver has no async interface, and `aiosqlite` runs each call in
+a thread of its own, which is the hop this module removes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import sqlite3
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from django.db import connection
+
+from ...core.exceptions import LeaseLost, StoreUnavailable
+from ...core.records import Commit, CommitResult
+from . import writes
+
+logger = logging.getLogger(__name__)
+
+# Commits between the passive checkpoints asked of the database thread. A step's commit appends
+# about 9 WAL pages: about SQLite's own default of 1,000 pages between checkpoints.
+CHECKPOINT_EVERY = 100
+
+
+@dataclass(frozen=True)
+class LoopParams:
+    """How the database thread's connection is set, for this one to match."""
+
+    path: str
+    synchronous: int
+    foreign_keys: int
+
+
+def loop_params() -> LoopParams | None:
+    """In the database thread: its database file and settings, or None when another connection
+    cannot share its writes this way (an in-memory database; a file not in WAL mode)."""
+    if connection.vendor != "sqlite" or connection.is_in_memory_db():  # type: ignore[attr-defined]
+        return None
+    with connection.cursor() as cursor:
+        values = []
+        for pragma in ("journal_mode", "synchronous", "foreign_keys"):
+            cursor.execute(f"PRAGMA {pragma}")
+            values.append(cursor.fetchone()[0])
+    journal, synchronous, foreign_keys = values
+    if str(journal).lower() != "wal":
+        return None
+    return LoopParams(str(connection.settings_dict["NAME"]), int(synchronous), int(foreign_keys))
+
+
+def passive_checkpoint() -> None:
+    """In the database thread: copy what the WAL holds into the database, blocking no writer."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    except Exception:  # the next one tries again; SQLite's own, on other connections, too
+        logger.warning("SQLite: a passive checkpoint failed", exc_info=True)
+
+
+class SqliteLoopCommits:
+    """The store's loop commits on SQLite (one per store, used from the runner's event loop)."""
+
+    def __init__(
+        self,
+        *,
+        params: Callable[[], Awaitable[LoopParams | None]],
+        thread_idle: Callable[[], bool],
+        alone: Callable[[writes.Pending], Awaitable[CommitResult]],
+        checkpoint: Callable[[], None],
+    ) -> None:
+        self._params = params  # `loop_params`, read in the database thread
+        self._thread_idle = thread_idle
+        self._alone = alone  # the same commit through the database thread
+        self._checkpoint = checkpoint  # asks the thread for `passive_checkpoint`, without waiting
+        self._read: LoopParams | None = None
+        self._shareable = True  # False once `loop_params` says this file cannot be shared
+        self._conn: sqlite3.Connection | None = None  # not tied to a loop: a test's next one uses it
+        self._since_checkpoint = 0
+        self.commits = 0  # commits written in the loop (tests, benchmarks)
+        self.through_thread = 0  # ... and sent through the thread instead
+
+    def accepts(self, commit: Commit) -> bool:
+        return not commit.messages and not commit.children
+
+    async def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
+        conn = await self.connection() if self._thread_idle() else None
+        if conn is not None and self._thread_idle():  # still: opening it asked the thread
+            result = self._write(conn, run_id, owner, commit, now)
+            if result is not None:
+                return result
+        self.through_thread += 1
+        return await self._alone((run_id, owner, commit, now))
+
+    async def connection(self) -> sqlite3.Connection | None:
+        """The connection, opened on first use (None: the file cannot be shared so)."""
+        if self._conn is None and self._shareable:
+            if self._read is None:
+                self._read = await self._params()
+                self._shareable = self._read is not None
+            if self._read is not None:
+                try:
+                    self._conn = _open(self._read)
+                except sqlite3.Error:  # the thread's path says what fails (it opens its own)
+                    logger.debug("SQLite loop connection: open failed", exc_info=True)
+        return self._conn
+
+    def version(self) -> int | None:
+        """`PRAGMA data_version` of this connection, opened again if it was dropped (None: it
+        fails). Only after `connection()` found the file shareable."""
+        try:
+            if self._conn is None and self._read is not None:
+                self._conn = _open(self._read)
+            if self._conn is None:
+                return None
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error:
+            self._drop()
+            return None
+
+    def close(self) -> None:
+        self._drop()
+
+    def _write(
+        self, conn: sqlite3.Connection, run_id: str, owner: str, commit: Commit, now: dt.datetime
+    ) -> CommitResult | None:
+        """The commit in one transaction on `conn`; None when it wrote nothing and the thread
+        should do it (the write lock is taken, or an error before the transaction ended)."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error:  # another process holds the write lock (busy timeout 0)
+            if conn.in_transaction:  # never left open: it would hold the lock
+                self._rollback(conn)
+            return None
+        try:
+            result = writes.write_commit(_Cursor(conn), run_id, owner, commit, now, on_pg=False)
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if not conn.in_transaction:  # COMMIT failed and ended it: whether it landed is unknown
+                self._drop()
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreUnavailable(f"SQLite failed to commit a write of run {run_id}: {exc}") from exc
+                raise
+            self._rollback(conn)  # nothing written
+            if isinstance(exc, LeaseLost) or not isinstance(exc, Exception):
+                raise
+            # Said by the thread path if it happens again there, as a runner without this path says it.
+            logger.debug("SQLite loop commit of run %s sent through the thread", run_id, exc_info=True)
+            return None
+        self.commits += 1
+        self._since_checkpoint += 1
+        if self._since_checkpoint >= CHECKPOINT_EVERY:
+            self._since_checkpoint = 0
+            self._checkpoint()
+        return result
+
+    def _rollback(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:  # closing it rolls back too
+            self._drop()
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                logger.debug("SQLite loop connection: close failed", exc_info=True)
+
+
+def _open(params: LoopParams) -> sqlite3.Connection:
+    """Set as the thread's connection (Django's `uri=True`; its synchronous and foreign_keys),
+    with a busy timeout of 0 and no automatic checkpoints (see the module's docstring)."""
+    conn = sqlite3.connect(params.path, timeout=0, isolation_level=None, check_same_thread=False, uri=True)
+    conn.execute(f"PRAGMA synchronous={params.synchronous:d}")
+    conn.execute(f"PRAGMA foreign_keys={params.foreign_keys:d}")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    return conn
+
+
+_PLACEHOLDER = re.compile(r"(?<!%)%s")  # as Django's SQLite backend converts them
+
+
+@lru_cache(maxsize=256)
+def _qmark(query: str) -> str:
+    """A statement with Django's `%s` placeholders in SQLite's style (the store's texts are few)."""
+    return _PLACEHOLDER.sub("?", query).replace("%%", "%")
+
+
+class _Cursor:
+    """What `writes.write_commit` asks of a cursor, on a sqlite3 connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._cursor = conn.cursor()
+
+    def execute(self, query: str, params: Any = ()) -> None:
+        self._cursor.execute(_qmark(query), params)
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
