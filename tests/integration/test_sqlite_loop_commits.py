@@ -245,3 +245,31 @@ def test_async_commits_off_keeps_every_commit_in_the_thread(monkeypatch):
         assert positions(run_id) == [0]
     finally:
         store.close()
+
+
+def test_the_watch_wakes_when_its_connection_fails_and_when_it_is_back_not_at_every_poll(monkeypatch):
+    """`version` gives None while the loop's connection fails: one wake then, one when it is back."""
+    from workflows.storage.django import notify
+
+    monkeypatch.setattr(notify, "SQLITE_POLL", 0.001)
+    readings = iter([1, 1, None, None, None, None, 2, 2, 2])
+    wakes = []
+
+    async def go():
+        done = asyncio.Event()
+
+        def version():
+            value = next(readings, 2)
+            if value == 2 and len(wakes) == 2:
+                done.set()
+            return value
+
+        watcher = asyncio.create_task(notify.poll_data_version_in_loop(version, lambda: wakes.append(1)))
+        try:
+            await asyncio.wait_for(done.wait(), timeout=5)
+            await asyncio.sleep(0.02)  # more polls, all reading 2
+        finally:
+            watcher.cancel()
+
+    asyncio.run(go())
+    assert len(wakes) == 2

@@ -80,13 +80,14 @@ async def _poll_data_version(run_sync: RunSync, wake: Callable[[], None]) -> Non
 
 async def poll_data_version_in_loop(version: Callable[[], int | None], wake: Callable[[], None]) -> None:
     """SQLite, a runner writing its step commits from its event loop (`sqlite_loop`): the same
-    check on that connection, in the loop (no hop to the database thread at each poll). None (the
-    connection failed) counts as a change: the runner looks for work."""
+    check on that connection, in the loop (no hop to the database thread at each poll). `version`
+    gives None while the connection fails: the runner looks for work when it fails and when it is
+    back, as the check in the thread does."""
     last = version()
     while True:
         await asyncio.sleep(SQLITE_POLL)
         current = version()
-        if current != last or current is None:
+        if current != last:
             wake()
         last = current
 
