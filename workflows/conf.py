@@ -78,7 +78,7 @@ ASYNC_COMMITS (default `True`)
     In a runner, a step's commit skips the hop to a database thread. PostgreSQL: a commit of one
     statement is sent from the runner's event loop on a connection of its own (psycopg's async
     connection). SQLite: a commit with no messages or child starts is written from the event
-    loop on a connection of its own while the database thread is idle, never waiting for a lock
+    loop on a connection of its own once the database thread is idle, never waiting for a lock
     (`storage/django/sqlite_loop.py`). `False`: every commit goes through the database threads.
 ASYNC_CLAIMS (default `True`)
     PostgreSQL, in a runner: its claims (of workflows with no concurrency limit, each with the

@@ -10,6 +10,7 @@ import asyncio
 import datetime as dt
 import sqlite3
 import threading
+import time
 
 import pytest
 from django.conf import settings
@@ -99,6 +100,69 @@ def test_the_write_lock_taken_sends_the_commit_through_the_thread_and_the_loop_g
     assert ticks >= 20, "the loop was held while the lock was taken"
     assert store._sqlite_loop.through_thread == 1 and store._sqlite_loop.commits == 0
     assert positions(run_id) == [0] and result.entry_ids == list(Entry.objects.values_list("id", flat=True))
+
+
+def test_while_the_thread_works_a_commit_waits_in_the_loop_and_is_written_there(store):
+    """Not sent to the thread's queue (where it would also wait): written from the loop once the
+    thread's call returns, the loop free meanwhile."""
+    run_id = claimed_run()
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.005)
+            ticks += 1
+
+    async def go():
+        await store._sqlite_loop.connection()
+        tick_task = asyncio.create_task(ticker())
+        slow = asyncio.create_task(store.run_sync(time.sleep, 0.3))  # the thread at work
+        await asyncio.sleep(0.01)
+        try:
+            await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
+            return slow.done()
+        finally:
+            await slow
+            tick_task.cancel()
+
+    assert asyncio.run(go()) is True, "the commit did not wait for the thread's call"
+    assert ticks >= 20, "the loop was held while the commit waited"
+    assert store._sqlite_loop.commits == 1 and store._sqlite_loop.through_thread == 0
+    assert positions(run_id) == [0]
+
+
+def test_a_call_whose_waiter_was_cancelled_does_not_hold_commits_for_ever(store):
+    """Its return is not seen in the loop: the waiting commit looks again on its own."""
+    run_id = claimed_run()
+
+    async def go():
+        await store._sqlite_loop.connection()
+        slow = asyncio.create_task(store.run_sync(time.sleep, 0.2))
+        await asyncio.sleep(0.01)
+        slow.cancel()  # the thread goes on with the call; nobody awaits it
+        await asyncio.wait_for(store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now()), 5)
+
+    asyncio.run(go())
+    assert store._sqlite_loop.commits == 1 and positions(run_id) == [0]
+
+
+def test_a_call_cancelled_before_the_thread_started_it_does_not_hold_commits(store):
+    """A queued call whose waiter is cancelled never runs (a race's losing branch, say): it
+    counts as ended, or the commits would wait for the thread for ever."""
+    run_id = claimed_run()
+
+    async def go():
+        await store._sqlite_loop.connection()
+        slow = asyncio.create_task(store.run_sync(time.sleep, 0.2))  # the thread at work
+        queued = asyncio.create_task(store.run_sync(time.sleep, 0))  # behind it, in the queue
+        await asyncio.sleep(0.01)
+        queued.cancel()
+        await asyncio.wait_for(store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now()), 5)
+        await slow
+
+    asyncio.run(go())
+    assert store._sqlite_loop.commits == 1 and positions(run_id) == [0]
 
 
 def test_a_lost_lease_is_said_from_the_loop_and_nothing_is_written(store):

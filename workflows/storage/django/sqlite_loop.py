@@ -8,8 +8,12 @@ which is the time the committing run waited anyway, but the runner's other runs 
 `bench/side_by_side_sqlite.py` measures a step both ways (`WORKFLOWS["ASYNC_COMMITS"]`).
 
 It never waits for a lock, so it never holds the loop for long:
-- the connection's busy timeout is 0, and a commit goes there only while the database thread has
-  nothing in flight (their writes would otherwise wait for each other);
+- the connection's busy timeout is 0, and a commit is written there only while the database
+  thread has nothing in flight (their writes would otherwise wait for each other); while the
+  thread works, the commit waits for it in the loop, as it would have waited behind that work in
+  the thread's queue, instead of going there (sent there, commits kept the thread busy under load
+  and sent the next ones there too: a busy runner wrote 140 of 11,000 in the loop). A call counts
+  in flight until it ends, or until it is cancelled before it started (it never runs);
 - `BEGIN IMMEDIATE` finding the write lock taken (another process writes), or any error that
   leaves the transaction open (rolled back: nothing written; a deferred foreign key failing at
   `COMMIT` is one), sends the commit through the thread as before, which waits for the lock (its
@@ -20,8 +24,8 @@ Commits with messages or child starts go through the thread: they use the ORM.
 
 Checkpoints: this connection never copies the WAL into the database itself (`wal_autocheckpoint`
 off, so the loop never waits for it); every CHECKPOINT_EVERY commits it asks the database thread
-for one and does not wait. Commits meanwhile go through the thread, behind it, as a commit that
-checkpoints there waits for it: a checkpoint that no write of this process runs beside copies
+for one and does not wait. Commits meanwhile wait for it, as a commit that checkpoints in the
+thread waits for its checkpoint: a checkpoint that no write of this process runs beside copies
 the whole WAL, so the next write starts the WAL file over instead of growing it.
 
 Change check: a connection's `PRAGMA data_version` moves when another connection commits. The
@@ -35,6 +39,7 @@ a thread of its own, which is the hop this module removes.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import re
@@ -55,6 +60,8 @@ logger = logging.getLogger(__name__)
 # Commits between the passive checkpoints asked of the database thread. A step's commit appends
 # about 9 WAL pages: about SQLite's own default of 1,000 pages between checkpoints.
 CHECKPOINT_EVERY = 100
+# Seconds a commit waiting for the database thread looks again, if nothing told it to.
+IDLE_POLL = 0.002
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,7 @@ class SqliteLoopCommits:
         self._shareable = True  # False once `loop_params` says this file cannot be shared
         self._conn: sqlite3.Connection | None = None  # not tied to a loop: a test's next one uses it
         self._since_checkpoint = 0
+        self._waiters: list[asyncio.Future[None]] = []  # commits waiting for the thread to be idle
         self.commits = 0  # commits written in the loop (tests, benchmarks)
         self.through_thread = 0  # ... and sent through the thread instead
 
@@ -117,13 +125,44 @@ class SqliteLoopCommits:
         return not commit.messages and not commit.children
 
     async def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
-        conn = await self.connection() if self._thread_idle() else None
-        if conn is not None and self._thread_idle():  # still: opening it asked the thread
+        while self._shareable:
+            if not self._thread_idle():  # as a commit sent there would: wait for what it does
+                await self._until_thread_idle()
+                continue
+            conn = await self.connection()
+            if conn is None:
+                break
+            if not self._thread_idle():  # opening it asked the thread
+                continue
             result = self._write(conn, run_id, owner, commit, now)
             if result is not None:
                 return result
+            break
         self.through_thread += 1
         return await self._alone((run_id, owner, commit, now))
+
+    async def _until_thread_idle(self) -> None:
+        """Until a call to the database thread returns with nothing else in flight there
+        (`thread_returned`), or IDLE_POLL has passed (a call whose waiter was cancelled, or a
+        checkpoint, returns unseen)."""
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_later(IDLE_POLL, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    def thread_returned(self) -> None:
+        """In the loop, after a call to the database thread returned: the commits waiting for it
+        go on once nothing is in flight there."""
+        if self._waiters and self._thread_idle():
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                _wake(waiter)
 
     async def connection(self) -> sqlite3.Connection | None:
         """The connection, opened on first use (None: the file cannot be shared so)."""
@@ -200,6 +239,11 @@ class SqliteLoopCommits:
                 conn.close()
             except sqlite3.Error:
                 logger.debug("SQLite loop connection: close failed", exc_info=True)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _open(params: LoopParams) -> sqlite3.Connection:

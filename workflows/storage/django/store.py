@@ -11,6 +11,7 @@ go from its event loop (`async_commits`, `loop_reads`).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import datetime as dt
 import functools
@@ -119,7 +120,8 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         # A runner's store on SQLite: its step commits are written from the event loop on a
         # connection of its own while the one database thread is idle (`sqlite_loop`).
         self._sqlite_loop: SqliteLoopCommits | None = None
-        self._submitted = self._finished = 0  # calls sent to the thread, and returned by it
+        self._submitted = self._finished = 0  # calls sent to the thread, and ended there
+        self._ended_lock = threading.Lock()  # `_finished` moves in the thread and in the loop
         if self._executor is not None and connection.vendor == "sqlite" and _setting("ASYNC_COMMITS"):
             self._sqlite_loop = SqliteLoopCommits(
                 params=lambda: self.run_sync(loop_params),
@@ -138,25 +140,41 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         if self._executor is None:
             return await sync_to_async(reconnecting(fn), thread_sensitive=True)(*args, **kwargs)
         call = functools.partial(reconnecting(fn), *args, **kwargs)
-        if self._sqlite_loop is not None:  # its one thread: counted while in flight
-            call = functools.partial(self._counted, call)
-            self._submitted += 1
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
-
-    def _counted(self, call: Callable[[], Any]) -> Any:
-        """In the database thread (SQLite's only one: this count has one writer)."""
+        if self._sqlite_loop is None:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, call)
         try:
-            return call()
+            return await asyncio.wrap_future(self._submit_counted(call))
         finally:
+            self._sqlite_loop.thread_returned()
+
+    def _submit_counted(self, call: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        """SQLite's one database thread: a call counted in flight until it ends, or is cancelled
+        before it started (a cancelled waiter's queued call never runs)."""
+        assert self._executor is not None
+        self._submitted += 1  # in the loop only
+        try:
+            future = self._executor.submit(call)
+        except BaseException:
+            self._submitted -= 1
+            raise
+        future.add_done_callback(self._call_ended)  # in the thread, or where it was cancelled
+        return future
+
+    def _call_ended(self, _future: concurrent.futures.Future[Any]) -> None:
+        with self._ended_lock:
             self._finished += 1
 
     def _checkpoint_in_thread(self) -> None:
-        """Counted in flight, not awaited: the loop's commits go through the thread behind it, so
-        it copies the whole WAL and the next write starts the WAL file over."""
-        if self._executor is not None:
+        """Counted in flight, not awaited: the loop's commits wait for it, so it copies the whole
+        WAL and the next write starts the WAL file over."""
+        if self._executor is not None and self._sqlite_loop is not None:
             with contextlib.suppress(RuntimeError):  # the store is closing
-                self._executor.submit(self._counted, passive_checkpoint)
-                self._submitted += 1
+                done = asyncio.wrap_future(self._submit_counted(passive_checkpoint))
+                done.add_done_callback(self._checkpoint_returned)
+
+    def _checkpoint_returned(self, _done: asyncio.Future[None]) -> None:
+        if self._sqlite_loop is not None:
+            self._sqlite_loop.thread_returned()
 
     def close(self) -> None:
         """Close the pool's connections and threads (a stopping runner)."""
@@ -164,6 +182,11 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             logger.info(
                 "group commit: %d step commits written in %d statements (at most %d in one)",
                 self._group.commits, self._group.statements, self._group.largest_batch,
+            )  # fmt: skip
+        if self._sqlite_loop is not None and (self._sqlite_loop.commits or self._sqlite_loop.through_thread):
+            logger.info(
+                "SQLite: %d step commits written from the event loop, %d through the database thread",
+                self._sqlite_loop.commits, self._sqlite_loop.through_thread,
             )  # fmt: skip
         if self._executor is not None:
             barrier = threading.Barrier(self._threads)
