@@ -208,7 +208,7 @@ class SqliteLoopCommits:
             result = writes.write_commit(_Cursor(conn), run_id, owner, commit, now, on_pg=False)
             conn.execute("COMMIT")
         except BaseException as exc:
-            if not conn.in_transaction:  # COMMIT failed and ended it: whether it landed is unknown
+            if not conn.in_transaction:  # ended without our COMMIT succeeding: landed or not, unknown
                 self._drop()
                 if isinstance(exc, sqlite3.Error):
                     raise StoreUnavailable(f"SQLite failed to commit a write of run {run_id}: {exc}") from exc
