@@ -39,6 +39,26 @@ def store():
     store.close()
 
 
+class LoopTicks:
+    """Counts the event loop's 5 ms ticks while started: a loop held by a blocking call misses them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._tick())
+
+    def stop(self) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(0.005)
+            self.count += 1
+
+
 def claimed_run(owner: str = "a") -> str:
     store = DjangoStore()
     store.get_or_create_run(workflow="wf", key=["k"], version="v", initial_state={}, now=now())
@@ -73,31 +93,25 @@ def test_the_write_lock_taken_sends_the_commit_through_the_thread_and_the_loop_g
     run_id = claimed_run()
     other = sqlite3.connect(database_file(), isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")
-    ticks = 0
-
-    async def ticker():
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.005)
-            ticks += 1
+    ticks = LoopTicks()
 
     async def go():
         await store._sqlite_loop.connection()
-        tick_task = asyncio.create_task(ticker())
+        ticks.start()
         release = threading.Timer(0.5, lambda: other.execute("COMMIT"))
         release.start()
         try:
             result = await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
         finally:
             release.join()
-            tick_task.cancel()
+            ticks.stop()
         return result
 
     try:
         result = asyncio.run(go())
     finally:
         other.close()
-    assert ticks >= 20, "the loop was held while the lock was taken"
+    assert ticks.count >= 20, "the loop was held while the lock was taken"
     assert store._sqlite_loop.through_thread == 1 and store._sqlite_loop.commits == 0
     assert positions(run_id) == [0] and result.entry_ids == list(Entry.objects.values_list("id", flat=True))
 
@@ -106,17 +120,11 @@ def test_while_the_thread_works_a_commit_waits_in_the_loop_and_is_written_there(
     """Not sent to the thread's queue (where it would also wait): written from the loop once the
     thread's call returns, the loop free meanwhile."""
     run_id = claimed_run()
-    ticks = 0
-
-    async def ticker():
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.005)
-            ticks += 1
+    ticks = LoopTicks()
 
     async def go():
         await store._sqlite_loop.connection()
-        tick_task = asyncio.create_task(ticker())
+        ticks.start()
         slow = asyncio.create_task(store.run_sync(time.sleep, 0.3))  # the thread at work
         await asyncio.sleep(0.01)
         try:
@@ -124,10 +132,10 @@ def test_while_the_thread_works_a_commit_waits_in_the_loop_and_is_written_there(
             return slow.done()
         finally:
             await slow
-            tick_task.cancel()
+            ticks.stop()
 
     assert asyncio.run(go()) is True, "the commit did not wait for the thread's call"
-    assert ticks >= 20, "the loop was held while the commit waited"
+    assert ticks.count >= 20, "the loop was held while the commit waited"
     assert store._sqlite_loop.commits == 1 and store._sqlite_loop.through_thread == 0
     assert positions(run_id) == [0]
 

@@ -69,13 +69,7 @@ async def _poll_data_version(run_sync: RunSync, wake: Callable[[], None]) -> Non
         except StoreUnavailable:  # e.g. locked for longer than the busy timeout: try again
             return None
 
-    last = await read()
-    while True:
-        await asyncio.sleep(SQLITE_POLL)
-        version = await read()
-        if version != last:  # a change, or the file is back after an error: look for work
-            wake()
-        last = version
+    await _poll(read, wake)
 
 
 async def poll_data_version_in_loop(version: Callable[[], int | None], wake: Callable[[], None]) -> None:
@@ -83,13 +77,22 @@ async def poll_data_version_in_loop(version: Callable[[], int | None], wake: Cal
     check on that connection, in the loop (no hop to the database thread at each poll). `version`
     gives None while the connection fails: the runner looks for work when it fails and when it is
     back, as the check in the thread does."""
-    last = version()
+
+    async def read() -> int | None:
+        return version()
+
+    await _poll(read, wake)
+
+
+async def _poll(read: Callable[[], Awaitable[int | None]], wake: Callable[[], None]) -> None:
+    """Every SQLITE_POLL, `wake()` when `read()` (a data_version, None on an error) has moved."""
+    last = await read()
     while True:
         await asyncio.sleep(SQLITE_POLL)
-        current = version()
-        if current != last:
+        version = await read()
+        if version != last:  # a change, or the file is back after an error: look for work
             wake()
-        last = current
+        last = version
 
 
 def _sqlite_data_version() -> int:

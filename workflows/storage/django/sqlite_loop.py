@@ -166,26 +166,29 @@ class SqliteLoopCommits:
 
     async def connection(self) -> sqlite3.Connection | None:
         """The connection, opened on first use (None: the file cannot be shared so)."""
-        if self._conn is None and self._shareable:
-            if self._read is None:
-                self._read = await self._params()
-                self._shareable = self._read is not None
-            if self._read is not None:
-                try:
-                    self._conn = _open(self._read)
-                except sqlite3.Error:  # the thread's path says what fails (it opens its own)
-                    logger.debug("SQLite loop connection: open failed", exc_info=True)
+        if self._read is None and self._shareable:
+            self._read = await self._params()
+            self._shareable = self._read is not None
+        return self._reopened()
+
+    def _reopened(self) -> sqlite3.Connection | None:
+        """The connection, opened again if it was dropped (None: the file cannot be shared so, or
+        opening failed: the thread's path says what fails, as it opens its own)."""
+        if self._conn is None and self._read is not None:
+            try:
+                self._conn = _open(self._read)
+            except sqlite3.Error:
+                logger.debug("SQLite loop connection: open failed", exc_info=True)
         return self._conn
 
     def version(self) -> int | None:
-        """`PRAGMA data_version` of this connection, opened again if it was dropped (None: it
-        fails). Only after `connection()` found the file shareable."""
+        """`PRAGMA data_version` of this connection (None: it fails). Only after `connection()`
+        found the file shareable."""
+        conn = self._reopened()
+        if conn is None:
+            return None
         try:
-            if self._conn is None and self._read is not None:
-                self._conn = _open(self._read)
-            if self._conn is None:
-                return None
-            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            return int(conn.execute("PRAGMA data_version").fetchone()[0])
         except sqlite3.Error:
             self._drop()
             return None
