@@ -173,6 +173,32 @@ FROM r
 """
 
 
+# The same records by what they touch: the relation of their first block (a table or an index of
+# this database; its row locks apart, such as a foreign key check takes), else their kind (a
+# transaction's commit record has no block).
+_WAL_OF_DB_BY_RELATION = """
+WITH r AS (
+    SELECT xid, resource_manager, record_type, record_length, block_ref
+    FROM pg_get_wal_records_info(%(a)s::pg_lsn, %(b)s::pg_lsn)
+), mine AS (
+    SELECT DISTINCT xid FROM r WHERE block_ref ~ %(rel)s AND xid <> '0'::xid
+), ours AS (
+    SELECT record_length, resource_manager, record_type, substring(block_ref FROM %(node)s) AS node
+    FROM r WHERE block_ref ~ %(rel)s OR xid IN (SELECT xid FROM mine)
+), names AS (
+    SELECT pg_relation_filenode(oid)::text AS node, relname FROM pg_class
+    WHERE pg_relation_filenode(oid) IS NOT NULL
+)
+SELECT coalesce(names.relname, CASE WHEN ours.node IS NULL
+                                    THEN ours.resource_manager || ' ' || ours.record_type
+                                    ELSE 'relfilenode ' || ours.node END)
+       || CASE WHEN ours.record_type LIKE 'LOCK%%' THEN ' (row locks)' ELSE '' END,
+       sum(ours.record_length)
+FROM ours LEFT JOIN names ON names.node = ours.node
+GROUP BY 1
+"""
+
+
 def wal_of_database(url: str, start_lsn: str, end_lsn: str) -> dict[str, Any] | None:
     """The WAL records between two LSNs that belong to this database (see the module docstring);
     None when pg_walinspect is not there."""
@@ -180,7 +206,7 @@ def wal_of_database(url: str, start_lsn: str, end_lsn: str) -> dict[str, Any] | 
         with psycopg.connect(url, autocommit=True) as conn:
             if conn.execute("SELECT %s::pg_lsn >= %s::pg_lsn", [start_lsn, end_lsn]).fetchone()[0]:
                 # Nothing written (pg_walinspect refuses an empty range): an empty window.
-                return {"bytes": 0, "records": 0, "all_databases_bytes": 0}
+                return {"bytes": 0, "records": 0, "all_databases_bytes": 0, "by_relation": {}}
             oid = conn.execute("SELECT oid FROM pg_database WHERE datname = current_database()").fetchone()[0]
             # The end must be flushed before pg_walinspect reads it.
             for _ in range(50):
@@ -190,12 +216,24 @@ def wal_of_database(url: str, start_lsn: str, end_lsn: str) -> dict[str, Any] | 
                 if flushed:
                     break
                 time.sleep(0.1)
-            mine, total, records = conn.execute(
-                _WAL_OF_DB, {"a": start_lsn, "b": end_lsn, "rel": f"rel [0-9]+/{oid}/"}
-            ).fetchone()
+            params = {
+                "a": start_lsn,
+                "b": end_lsn,
+                "rel": f"rel [0-9]+/{oid}/",
+                "node": f"rel [0-9]+/{oid}/([0-9]+)",
+            }
+            mine, total, records = conn.execute(_WAL_OF_DB, params).fetchone()
+            by_relation = {
+                name: int(n) for name, n in conn.execute(_WAL_OF_DB_BY_RELATION, params).fetchall()
+            }
     except psycopg.Error:
         return None
-    return {"bytes": int(mine), "records": int(records), "all_databases_bytes": int(total)}
+    return {
+        "bytes": int(mine),
+        "records": int(records),
+        "all_databases_bytes": int(total),
+        "by_relation": by_relation,
+    }
 
 
 def lsn_diff(url: str, start_lsn: str, end_lsn: str) -> int:

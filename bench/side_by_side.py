@@ -47,8 +47,9 @@ never meet Django's; the project in a Django child process):
 - per step on PostgreSQL: statements (pg_stat_statements when the server preloads it is not
   needed: counted in the client, Django execute wrappers / SQLAlchemy cursor events, BEGIN and
   COMMIT not included), transactions (`pg_stat_database.xact_commit`), WAL bytes (this database's
-  WAL records, via pg_walinspect; the server-wide `pg_current_wal_lsn()` difference too), tuple
-  writes and index insertions (`pg_stat_user_tables`), as (window of n 10-step runs - window of n
+  WAL records, via pg_walinspect, also split by the table or index each record touches, row
+  locks apart; the server-wide `pg_current_wal_lsn()` difference too), tuple writes and index
+  insertions (`pg_stat_user_tables`), as (window of n 10-step runs - window of n
   0-step runs) / 10n; per 0-step run as (0-step window - an empty window) / n. See bench/_sbs_pg.py.
 - group commit: the project's runners log at stop how many step commits their stores wrote in how
   many statements (several runs' commits share one when ready together); the details print it.
@@ -383,6 +384,22 @@ def tables_written(f: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def wal_by_relation(f: dict[str, Any], top: int = 12) -> str:
+    """A step's WAL bytes by the relation its records touch, (10-step window - 0-step window) /
+    10n, largest first: where a step's WAL goes (heap rows, each index, row locks, commits)."""
+    pg = f["pg"]
+    ten, zero = pg["ten"].get("wal_db"), pg["zero"].get("wal_db")
+    if not ten or not zero or "by_relation" not in ten:
+        return "-"
+    names = set(ten["by_relation"]) | set(zero["by_relation"])
+    per_step = {
+        name: (ten["by_relation"].get(name, 0) - zero["by_relation"].get(name, 0)) / (10 * pg["n"])
+        for name in names
+    }
+    largest = sorted(per_step.items(), key=lambda item: -item[1])[:top]
+    return "; ".join(f"{name} {value:,.0f}" for name, value in largest if value >= 1)
+
+
 def detail_lines(results: list[dict[str, Any]]) -> list[str]:
     lines = []
     for i, round_ in enumerate(results, 1):
@@ -443,6 +460,9 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], sizes: dict[str,
     for s in SYSTEMS:
         if results[-1].get(s):
             out.append(f"{s}, rows written per 10-step run (last round): {tables_written(results[-1][s])}")
+    for s in SYSTEMS:
+        if results[-1].get(s):
+            out.append(f"{s}, WAL bytes per step by relation (last round): {wal_by_relation(results[-1][s])}")
     out += [
         "index insertions = sum over tables of (inserted + updated - HOT-updated rows) x the "
         "table's indexes (PostgreSQL 15 counts no index insertions itself; an upper bound where "
