@@ -23,7 +23,7 @@ from workflows import Workflow, conf
 from workflows import backlog as telemetry_backlog
 from workflows.core.durations import format_duration
 from workflows.core.records import EntryStatus, RunStatus
-from workflows.models import Attempt, Entry, Run
+from workflows.models import Attempt, Entry, Run, implied_attempts
 
 from . import declarations
 from .declarations import RunLabels
@@ -122,6 +122,10 @@ def dashboard_stats(now: dt.datetime | None = None) -> DashboardStats:
     attempt_counts = Attempt.objects.filter(finished_at__gte=since, finished_at__lte=now).aggregate(
         total=Count("id"), failed=Count("id", filter=~Q(outcome="ok"))
     )
+    # Steps that succeeded at their first attempt store no attempt row (`Entry.attempt_history`).
+    attempt_counts["total"] += Entry.objects.filter(
+        implied_attempts(), finished_at__gte=since, finished_at__lte=now
+    ).count()
 
     durations: dict[tuple[str, str], list[float]] = defaultdict(list)
     retried: dict[tuple[str, str], int] = defaultdict(int)

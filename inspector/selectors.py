@@ -209,7 +209,7 @@ def _usage(meta: Any) -> dict[str, Any] | None:
 
 
 def _step_view(entry: Entry, now: dt.datetime) -> StepView:
-    attempts = list(entry.attempt_set.all())
+    attempts = entry.attempt_history()
     if entry.started_at is not None:
         end = entry.finished_at or (now if not entry.superseded else None)
         duration = format_duration((end - entry.started_at).total_seconds()) if end else "—"
@@ -272,7 +272,7 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
                     delay=a.delay,
                     retry_at=a.retry_at,
                 )
-                for a in e.attempt_set.all()
+                for a in e.attempt_history()
             ],
         )
         for e in entries

@@ -169,7 +169,7 @@ class StepOut(Schema):
 
     @staticmethod
     def resolve_attempts(entry) -> list:
-        return list(entry.attempt_set.all())
+        return entry.attempt_history()
 
 
 class RunDetailOut(RunOut):

@@ -159,6 +159,42 @@ class Entry(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} {self.name} ({self.status})"
 
+    def attempt_history(self) -> list[Attempt]:
+        """Its attempts, oldest first (a prefetched `attempt_set` is used as it is). A step that
+        succeeded at its first attempt in a new entry stores no attempt row (the store's
+        `writes.stored_attempt`): the entry says all of it, and it is given back here, unsaved."""
+        attempts = list(self.attempt_set.all())
+        if attempts or not self.implies_its_attempt():
+            return attempts
+        return [self.implied_attempt()]
+
+    def implied_attempt(self) -> Attempt:
+        """The first attempt of a step completed by it, as the store would have written it (unsaved)."""
+        assert self.started_at is not None and self.finished_at is not None  # implies_its_attempt
+        return Attempt(
+            entry=self, number=1, started_at=self.started_at, finished_at=self.finished_at, outcome=Outcome.OK
+        )
+
+    def implies_its_attempt(self) -> bool:
+        """Completed at its first attempt: with no attempt row stored, that attempt is implied."""
+        return (
+            self.kind == EntryKind.STEP
+            and self.status == EntryStatus.COMPLETED
+            and self.attempts == 1
+            and self.started_at is not None
+            and self.finished_at is not None
+        )
+
+
+def implied_attempts() -> Q:
+    """Entries whose one attempt is implied (see `Entry.attempt_history`), for counting them."""
+    stored = Attempt.objects.filter(entry=models.OuterRef("pk"))
+    completed_first_try = Q(
+        kind=EntryKind.STEP, status=EntryStatus.COMPLETED, attempts=1, started_at__isnull=False,
+        finished_at__isnull=False,
+    )  # fmt: skip
+    return completed_first_try & ~Q(models.Exists(stored))
+
 
 class Attempt(models.Model):
     Outcome = Outcome

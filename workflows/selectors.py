@@ -104,7 +104,7 @@ def run_list(
 
 def run_detail(run_id: str | uuid.UUID) -> Run:
     """One run with all its entries, current and superseded, in history order, each with its
-    attempts (`run.entries.all()`, `entry.attempt_set.all()`: three queries in all)."""
+    attempts (`run.entries.all()`, `entry.attempt_history()`: three queries in all)."""
     attempts = Prefetch("attempt_set", queryset=Attempt.objects.order_by("number", "id"))
     entries = Prefetch(
         "entries",

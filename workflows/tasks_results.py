@@ -121,7 +121,7 @@ class Attempts:
         entries = {
             e.id: e
             for e in Entry.objects.filter(run_id=run_id, kind="step").only(
-                "input", "meta", "started_at", "superseded"
+                "kind", "status", "input", "meta", "attempts", "started_at", "finished_at", "superseded"
             )
         }
         for e in sorted(entries.values(), key=lambda e: e.id):
@@ -130,7 +130,14 @@ class Attempts:
             started = _aware(e.started_at)
             if started is not None and (found.started_at is None or started < found.started_at):
                 found.started_at = started
-        attempts = Attempt.objects.filter(entry_id__in=list(entries)).order_by("entry_id", "number", "id")
+        stored = Attempt.objects.filter(entry_id__in=list(entries)).order_by("entry_id", "number", "id")
+        by_entry: dict[int, list[Attempt]] = {}
+        for a in stored:
+            by_entry.setdefault(a.entry_id, []).append(a)
+        attempts = []  # with the attempt a first-try success implies (`Entry.attempt_history`)
+        for entry_id, entry in sorted(entries.items()):
+            implied = [entry.implied_attempt()] if entry.implies_its_attempt() else []
+            attempts += by_entry.get(entry_id) or implied
         for a in attempts:
             if a.outcome == "ok":
                 meta = entries[a.entry_id].meta or {}

@@ -9,7 +9,7 @@ import pytest
 
 from tests.unit.conftest import Counting, Harness
 from workflows.core.clock import FakeClock
-from workflows.models import Attempt, Message, Run
+from workflows.models import Entry, Message, Run
 from workflows.storage.django import DjangoStore
 
 
@@ -24,8 +24,7 @@ class DjangoHarness(Harness):
         super().__init__(CountingDjangoStore(), FakeClock(dt.datetime.now(dt.UTC)))
 
     def attempts(self, run_id: str, name: str):
-        entry_id = self.entries(run_id)[name].id
-        return list(Attempt.objects.filter(entry_id=entry_id).order_by("number"))
+        return Entry.objects.get(id=self.entries(run_id)[name].id).attempt_history()
 
     def wake_early(self, run_id: str) -> None:
         Run.objects.filter(id=run_id).update(wake_at=self.clock.now())

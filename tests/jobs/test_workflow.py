@@ -33,7 +33,7 @@ def steps(job_id: str) -> dict[str, Entry]:
 
 
 def attempts(entry: Entry) -> list[str]:
-    return [a.outcome for a in Attempt.objects.filter(entry=entry).order_by("number")]
+    return [a.outcome for a in entry.attempt_history()]
 
 
 def progress(job_id: str) -> list[tuple[str, str | None]]:

@@ -73,6 +73,39 @@ async def test_events_of_a_failed_attempt_are_not_lost__its_outcome_is_recorded(
     assert [(e.name, e.attempt, e.lost) for e in events] == [("progress", 1, False), ("progress", 2, False)]
 
 
+async def test_events_of_a_step_completed_at_its_first_attempt_stay_when_a_later_steps_attempt_is_cut(h):
+    # Over the Django store such a step stores no attempt row (its entry implies it): its events
+    # must still count as those of a recorded attempt.
+    posts: list[int] = []
+
+    async def body(ctx):
+        async def fetch(step):
+            step.broadcast("progress", {"stage": "fetched"})
+            return 1
+
+        async def publish(step):
+            posts.append(step.attempt)
+            step.broadcast("progress", {"stage": "published", "try": len(posts)})
+            return "url"
+
+        await ctx.step("fetch", fetch)
+        return await ctx.step("publish", publish)
+
+    reg = setup(use={"wf": workflow(body, events={"progress": event()})})
+    handle = await h.client(reg, "wf").aget_or_create(["k"])
+    blink = Blink(
+        h.store, "commit", when=lambda kw: any(w.name == "publish" for w, _a in kw["commit"].entries)
+    )
+    await h.run(reg)
+
+    assert blink.failed == 1 and (await handle.ainfo()).status == "completed"
+    progress = [
+        (e.step, e.payload.get("try"), e.lost) for e in _events(h, handle.run_id) if e.name == "progress"
+    ]
+    assert progress == [("fetch", None, False), ("publish", 1, True), ("publish", 2, False)]
+    assert [a.outcome for a in h.attempts(handle.run_id, "fetch")] == ["ok"]
+
+
 def _claimed(h, reg, key: str):
     handle = h.client(reg, "wf").get_or_create([key])
     [run] = h.store.claim(owner="r1", workflows=["wf"], limit=1, lease_seconds=30, now=h.clock.now())

@@ -137,7 +137,7 @@ class Command(BaseCommand):
             flag = " (superseded)" if entry.superseded else ""
             where = f"{entry.scope}/" if entry.scope else ""
             w(f"  #{entry.id} {where}{entry.position} {entry.kind} {entry.name}: {entry.status}{flag}")
-            for attempt in entry.attempt_set.all():
+            for attempt in entry.attempt_history():
                 line = f"      attempt {attempt.number}: {attempt.outcome} at {_when(attempt.started_at)}"
                 if attempt.error:
                     line += f" - {attempt.error.get('name')}: {mask_text(str(attempt.error.get('message')))}"

@@ -462,9 +462,12 @@ EVENT_ROW_AFTER = "(%s, %s::jsonb, %s, %s, %s::integer)"
 # loop's pruned iterations have no entries left, so only scopes that still hold one are looked at.
 MARK_LOST_EVENTS = (
     "UPDATE workflows_event SET lost = %s WHERE run_id = %s AND step <> '' AND NOT lost"
-    " AND NOT EXISTS (SELECT 1 FROM workflows_attempt a JOIN workflows_entry e ON a.entry_id = e.id"
-    " WHERE e.run_id = workflows_event.run_id AND e.scope = workflows_event.scope"
-    " AND e.name = workflows_event.step AND a.number = workflows_event.attempt)"
+    " AND NOT EXISTS (SELECT 1 FROM workflows_entry e WHERE e.run_id = workflows_event.run_id"
+    " AND e.scope = workflows_event.scope AND e.name = workflows_event.step"
+    " AND (EXISTS (SELECT 1 FROM workflows_attempt a WHERE a.entry_id = e.id AND a.number = workflows_event.attempt)"
+    # ... or its first attempt is implied: it completed at it, storing no attempt row
+    # (`writes.stored_attempt`)
+    " OR (e.status = %s AND e.attempts = 1 AND workflows_event.attempt = 1)))"
     " AND (scope = '' OR EXISTS (SELECT 1 FROM workflows_entry s"
     " WHERE s.run_id = workflows_event.run_id AND s.scope = workflows_event.scope))"
     " RETURNING id, step, attempt"
