@@ -24,11 +24,17 @@ timed test.
    waiting for the disk), the per-workflow pick sent as before, and as now (`store._claim`: the
    per-workflow pick, its generic plan kept, `sql.GENERIC_PLAN`, and its commit not waiting for
    the disk, `sql.LAZY_FLUSH`). Median ms per claim.
+6. The driver's own wait: one committed single-row INSERT in turn through psycopg's blocking
+   connection, its AsyncConnection (as the store's loop connections send), and the same statement's
+   bare libpq calls awaited with one `add_reader` per reply; with the commit waiting for the disk
+   and with `synchronous_commit = off`: what psycopg's async layers add to a round trip (a
+   direction not taken: a hand-written async path for the step commit).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime as dt
 import os
 import statistics
@@ -200,6 +206,81 @@ def hops(calls: int) -> dict[str, float]:
     return _in_loop(_hops(calls))
 
 
+DRIVER_WAYS = ("psycopg, blocking", "psycopg's async connection", "bare libpq from the loop")
+
+
+async def _driver_waits(calls: int, flush: bool) -> dict[str, float]:
+    import psycopg
+
+    from workflows.storage.django import DjangoStore
+    from workflows.storage.django.notify import _libpq_params
+
+    store = DjangoStore(db_threads=1)
+    try:
+        params = await store.run_sync(_libpq_params)
+    finally:
+        store.close()
+    insert = "INSERT INTO bench_hot_path_floor (v) VALUES (%s)"
+    setting = "SET synchronous_commit = " + ("on" if flush else "off")
+    times: dict[str, list[float]] = {way: [] for way in DRIVER_WAYS}
+    loop = asyncio.get_running_loop()
+    with psycopg.connect(**params, autocommit=True) as sync_conn:
+        sync_conn.execute(
+            "CREATE TABLE IF NOT EXISTS bench_hot_path_floor (id bigserial PRIMARY KEY, v integer)"
+        )
+        sync_conn.execute(setting)
+        async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as aconn, \
+                await psycopg.AsyncConnection.connect(**params, autocommit=True) as bare:  # fmt: skip
+            await aconn.execute(setting)
+            await bare.execute(setting)
+            pg = bare.pgconn
+            pg.prepare(b"floor", b"INSERT INTO bench_hot_path_floor (v) VALUES ($1)")
+            for i in range(calls + 20):
+                timed = []
+                t0 = time.perf_counter()
+                sync_conn.execute(insert, [i], prepare=True)
+                timed.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                await aconn.execute(insert, [i], prepare=True)
+                timed.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                pg.send_query_prepared(b"floor", [str(i).encode()])
+                pg.flush()
+                while True:  # one wait on the socket per reply, as few layers as asyncio allows
+                    pg.consume_input()
+                    if not pg.is_busy():
+                        break
+                    ready = loop.create_future()
+                    loop.add_reader(pg.socket, ready.set_result, None)
+                    try:
+                        await ready
+                    finally:
+                        loop.remove_reader(pg.socket)
+                while (result := pg.get_result()) is not None:
+                    if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
+                        raise RuntimeError(result.error_message.decode())
+                timed.append(time.perf_counter() - t0)
+                if i >= 20:  # warm-up
+                    for way, elapsed in zip(DRIVER_WAYS, timed, strict=True):
+                        times[way].append(elapsed)
+        sync_conn.execute("DROP TABLE bench_hot_path_floor")
+    return {way: _median_ms(t) for way, t in times.items()}
+
+
+def driver_waits(calls: int) -> dict[str, dict[str, float]]:
+    """One committed single-row INSERT, three ways in turn, its commit waiting for the disk and
+    not (`synchronous_commit`): psycopg's blocking connection (which a runner's event loop cannot
+    use), its AsyncConnection (as the store's loop connections), and the same statement's bare
+    libpq calls awaited with one `add_reader` per reply: what psycopg's async layers add to a
+    round trip, for a direction not taken (a hand-written async path for the step commit)."""
+    from bench._inprocess import _in_loop
+
+    return {
+        "commit waits for the disk": _in_loop(_driver_waits(calls, flush=True)),
+        "synchronous_commit off": _in_loop(_driver_waits(calls, flush=False)),
+    }
+
+
 LOAD_WAYS = {  # label: the runners' settings
     "async connection, group commit": {"ASYNC_COMMITS": True, "GROUP_COMMIT": True},
     "async connection alone": {"ASYNC_COMMITS": True, "GROUP_COMMIT": False},
@@ -314,6 +395,13 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
         "SELECT 1 from the event loop, median: "
         + ", ".join(f"{label} {ms:.3f} ms" for label, ms in results["hops"].items()),
         "",
+        "| one committed insert, median ms | " + " | ".join(DRIVER_WAYS) + " |",
+        "|---|" + "---|" * len(DRIVER_WAYS),
+        *(
+            f"| {case} | " + " | ".join(f"{figures[way]:.3f}" for way in DRIVER_WAYS) + " |"
+            for case, figures in results["driver"].items()
+        ),
+        "",
         "| under load | steps/s | runner CPU ms/step | step commits per statement |",
         "|---|---|---|---|",
     ]
@@ -353,6 +441,8 @@ def main() -> None:
         results["lone"] = lone_commits(sizes["calls"])
         progress("SELECT 1 through a database thread and on an async connection")
         results["hops"] = hops(sizes["calls"])
+        progress("one insert: psycopg blocking, psycopg async, bare libpq from the loop")
+        results["driver"] = driver_waits(sizes["calls"])
         progress("claims over due backlogs, three ways")
         results["claims"] = claims(sizes["claims"], sizes["backlogs"], sizes["limits"])
         results["load"] = under_load(sizes["runs"], sizes["rounds"])
