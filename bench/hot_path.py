@@ -251,7 +251,8 @@ async def _driver_waits(calls: int, flush: bool) -> dict[str, float]:
                     if not pg.is_busy():
                         break
                     ready = loop.create_future()
-                    loop.add_reader(pg.socket, ready.set_result, None)
+                    # level-triggered: the callback may run again before the task resumes
+                    loop.add_reader(pg.socket, lambda f=ready: f.done() or f.set_result(None))
                     try:
                         await ready
                     finally:
