@@ -97,6 +97,12 @@ def test_hot_path_bench__quick_run_prints_each_change_on_and_off(tmp_path, monke
     rows = [line for line in done.stdout.splitlines() if line.startswith(ways)]
     assert len(rows) == 3, done.stdout
     assert "per statement" in done.stdout
+    driver = [
+        line
+        for line in done.stdout.splitlines()
+        if line.startswith(("| commit waits", "| synchronous_commit"))
+    ]
+    assert len(driver) == 2 and "bare libpq from the loop" in done.stdout, done.stdout
 
 
 @pytest.mark.timeout(600)
