@@ -115,14 +115,17 @@ class Attempts:
     def of_run(cls, run_id: Any) -> Attempts:
         """Two queries: the run's step entries (current and superseded by an operator's replay)
         and their attempts, oldest first."""
+        from django.db.models import Prefetch
+
         from .models import Attempt, Entry
 
         found = cls()
+        stored = Prefetch("attempt_set", queryset=Attempt.objects.order_by("number", "id"))
         entries = {
             e.id: e
-            for e in Entry.objects.filter(run_id=run_id, kind="step").only(
-                "kind", "status", "input", "meta", "attempts", "started_at", "finished_at", "superseded"
-            )
+            for e in Entry.objects.filter(run_id=run_id, kind="step")
+            .only("kind", "status", "input", "meta", "attempts", "started_at", "finished_at", "superseded")
+            .prefetch_related(stored)
         }
         for e in sorted(entries.values(), key=lambda e: e.id):
             if not e.superseded:
@@ -130,14 +133,8 @@ class Attempts:
             started = _aware(e.started_at)
             if started is not None and (found.started_at is None or started < found.started_at):
                 found.started_at = started
-        stored = Attempt.objects.filter(entry_id__in=list(entries)).order_by("entry_id", "number", "id")
-        by_entry: dict[int, list[Attempt]] = {}
-        for a in stored:
-            by_entry.setdefault(a.entry_id, []).append(a)
-        attempts = []  # with the attempt a first-try success implies (`Entry.attempt_history`)
-        for entry_id, entry in sorted(entries.items()):
-            implied = [entry.implied_attempt()] if entry.implies_its_attempt() else []
-            attempts += by_entry.get(entry_id) or implied
+        # Each entry's attempts, with the one a first-try success implies (`Entry.attempt_history`)
+        attempts = [a for _id, e in sorted(entries.items()) for a in e.attempt_history()]
         for a in attempts:
             if a.outcome == "ok":
                 meta = entries[a.entry_id].meta or {}
