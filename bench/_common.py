@@ -62,6 +62,12 @@ def bench_env(db: str) -> dict[str, str]:
     return env
 
 
+def niced(nice: int) -> list[str]:
+    """The prefix that starts a command at CPU priority `nice` (none for 0). `nice` execs the
+    command: the process keeps its pid (its CPU time and memory are read through it)."""
+    return ["nice", "-n", str(nice)] if nice else []
+
+
 def setup_django() -> None:
     """Configure Django in this process (DATABASE_URL must already name the bench database)."""
     if str(ROOT) not in sys.path:

@@ -26,6 +26,7 @@ from typing import Any
 
 import psycopg
 
+from . import _machine
 from ._common import stats_ms
 
 
@@ -55,13 +56,17 @@ def submits_beside_floor(
     workers are busy. 5 ms after each, the floor insert on a connection of its own, timed the same
     way: how much that system's busy workers slow any commit on the machine, to read its submit
     figure against; 5 ms later the same insert on a connection that does not wait for its WAL
-    flush (`synchronous_commit = off`): how much of that is the wait for the disk. Returns the
-    submits' stats_ms, the inserts' under "floor" and "floor_no_flush_wait"."""
+    flush (`synchronous_commit = off`): how much of that is the wait for the flush. Returns the
+    submits' stats_ms, the inserts' under "floor" and "floor_no_flush_wait", and under "machine"
+    how busy the CPUs and PostgreSQL's disk were meanwhile (`bench/_machine.py`): whether that
+    wait is the disk's or a CPU's."""
     timed: dict[str, list[float]] = {"submit": [], "floor": [], "floor_no_flush_wait": []}
     with psycopg.connect(url, autocommit=True) as conn, psycopg.connect(url, autocommit=True) as no_wait:
         no_wait.execute("SET synchronous_commit = off")
         conn.execute("CREATE TABLE IF NOT EXISTS bench_sbs_busy_floor (id bigserial PRIMARY KEY, v integer)")
         insert = "INSERT INTO bench_sbs_busy_floor (v) VALUES (%s)"
+        device = _machine.data_device(_data_directory(conn))
+        before = _machine.snapshot(device)
         for i in range(n + warmup):
             for name, call in (
                 ("submit", partial(submit, i)),
@@ -74,11 +79,22 @@ def submits_beside_floor(
                 if i >= warmup:
                     timed[name].append(elapsed)
                 time.sleep(0.005)
+        machine = _machine.window(before, _machine.snapshot(device))
         conn.execute("DROP TABLE bench_sbs_busy_floor")
     out: dict[str, Any] = stats_ms(timed["submit"])
     out["floor"] = stats_ms(timed["floor"])
     out["floor_no_flush_wait"] = stats_ms(timed["floor_no_flush_wait"])
+    out["machine"] = machine
     return out
+
+
+def _data_directory(conn: psycopg.Connection[Any]) -> str | None:
+    """The server's data directory (readable by a superuser or pg_read_all_settings), else None."""
+    try:
+        row = conn.execute("SHOW data_directory").fetchone()
+    except psycopg.Error:
+        return None
+    return None if row is None else str(row[0])
 
 
 def checkpoint(url: str) -> None:

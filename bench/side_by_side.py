@@ -33,6 +33,10 @@ never meet Django's; the project in a Django child process):
   system's busy workers slow any commit on the machine: a system whose workers do more work per
   second leaves less of the 2 cores and of the disk to everything else), and 5 ms later the same
   insert with `synchronous_commit = off` (what is left of it without the wait for the WAL flush);
+  over the same window, how busy both CPUs (`/proc/stat`) and the disk under PostgreSQL's data
+  directory (`/proc/diskstats`: busy %, writes and cache flushes per second and their mean time)
+  were, to tell a wait for the disk from a wait for a CPU (`bench/_machine.py`).
+  `--workers-nice N` starts both systems' 2 workers of these phases under `nice -n N`;
 - submit beside workers doing DBOS's work rate (the project only; DBOS's figure is its submit
   while busy, above, its workers draining flat out at that rate): the same submits and floor
   inserts while the project's 2 runner processes complete 10-step runs started at a steady pace
@@ -127,6 +131,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--dbos-poll",
         type=float,
         help="DBOS queue polling interval in seconds (default 0.05; DBOS's own default is 1.0)",
+    )
+    parser.add_argument(
+        "--workers-nice",
+        type=int,
+        default=0,
+        metavar="N",
+        help="start both systems' 2 worker processes (steps/s and submit phases) at CPU priority "
+        "`nice -n N`, as a runner sharing its machine with the web tier or PostgreSQL would be",
     )
     args = parser.parse_args(argv)
     if args.rounds is None:
@@ -224,6 +236,8 @@ def headline(f: dict[str, Any]) -> dict[str, float | None]:
         "submit_ms": f["submit_busy"]["median_ms"],
         "floor_busy_ms": f["submit_busy"]["floor"]["median_ms"] if "floor" in f["submit_busy"] else None,
         "floor_busy_no_wait_ms": f["submit_busy"].get("floor_no_flush_wait", {}).get("median_ms"),
+        "cpu_busy_pct": _machine_figure(f["submit_busy"], "cpu_busy_pct"),
+        "disk_busy_pct": _machine_figure(f["submit_busy"], "disk", "busy_pct"),
         # Workers at DBOS's drained rate: the project paced to it; DBOS's own busy figures are that.
         "submit_paced_ms": (f.get("submit_paced") or f["submit_busy"])["median_ms"],
         "floor_paced_ms": (f.get("submit_paced") or f["submit_busy"]).get("floor", {}).get("median_ms"),
@@ -235,6 +249,14 @@ def headline(f: dict[str, Any]) -> dict[str, float | None]:
         "zero_claim_ms": f["zero_claim"]["to_result"]["median_ms"] if "zero_claim" in f else None,
         "ten_claim_ms": f["ten_claim"]["to_result"]["median_ms"] if "ten_claim" in f else None,
     }
+
+
+def _machine_figure(window: dict[str, Any], *path: str) -> float | None:
+    """A figure of `bench/_machine.window` read over a submit phase (None when not measured)."""
+    value: Any = window.get("machine")
+    for name in path:
+        value = value.get(name) if isinstance(value, dict) else None
+    return value
 
 
 RUN_TABLE = {"dbos": "dbos.workflow_status", "project": "public.workflows_run"}
@@ -310,6 +332,8 @@ ROWS = (
         2,
         ("ms", 1),
     ),
+    ("cpu_busy_pct", "... both CPUs busy meanwhile, % (/proc/stat)", 0, None),
+    ("disk_busy_pct", "... PostgreSQL's disk busy meanwhile, % (/proc/diskstats)", 0, None),
     (
         "submit_paced_ms",
         "submit one run, 2 workers doing DBOS's drained steps/s (DBOS: as above), median ms",
@@ -416,6 +440,14 @@ def detail_lines(results: list[dict[str, Any]]) -> list[str]:
                     f"{grouped['statements']} statements ({grouped['commits'] / grouped['statements']:.1f} "
                     f"per statement, at most {grouped['largest']}) over the throughput and submit phases"
                 )
+            disk = _machine_figure(busy, "disk")
+            if disk:
+                lines.append(
+                    f"round {i} {system}: PostgreSQL's disk over the submits beside busy workers: "
+                    f"{_fmt(disk['writes_per_s'], 0)} writes/s ({_fmt(disk['ms_per_write'], 3)} ms each), "
+                    f"{_fmt(disk['flushes_per_s'], 0)} cache flushes/s ({_fmt(disk['ms_per_flush'], 3)} ms "
+                    f"each), busy {_fmt(disk['busy_pct'], 0)}%; CPUs busy {_fmt(busy['machine']['cpu_busy_pct'], 0)}%"
+                )
             lines.append(
                 f"round {i} {system}: throughput {tp['steps']} steps over {tp['span_s']:.2f}s "
                 f"(wall {tp['wall_s']:.2f}s, worker CPU {cpu:.2f} ms/step); submit p99 "
@@ -437,7 +469,8 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], sizes: dict[str,
         f"sizes: {sizes['ten']} runs of each for the medians, {sizes['throughput']} x 10-step runs for "
         f"steps/s, {sizes['submits']} submits over a backlog of {sizes['backlog']}, {sizes['send']} "
         f"sends, {sizes['stats']} runs per statistics window; DBOS queue polling {sizes['dbos_poll']} s; "
-        f"{len(results)} round(s), DBOS then project in each",
+        f"{len(results)} round(s), DBOS then project in each; worker processes at nice "
+        f"{sizes.get('workers_nice', 0)}",
     ]
     if info.get("note"):
         out.append(info["note"])
@@ -478,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = dict(QUICK if args.quick else FULL)
     if args.dbos_poll is not None:
         sizes["dbos_poll"] = args.dbos_poll
+    sizes["workers_nice"] = args.workers_nice
     info: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cores": os.cpu_count(),
