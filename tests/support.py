@@ -23,6 +23,11 @@ def test_database_url() -> str:
 test_database_url.__test__ = False  # a helper, not a test
 
 
+def now() -> dt.datetime:
+    """The current time, aware and in UTC, as the engine's clock gives it."""
+    return dt.datetime.now(dt.UTC)
+
+
 def lock_waiters() -> int:
     """PostgreSQL: how many backends of the test database wait on a lock now (a test holding a
     row waits for the statement it blocks to be blocked)."""

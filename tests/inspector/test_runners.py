@@ -9,15 +9,12 @@ import pytest
 from django.urls import reverse
 
 from tests.inspector import flows
+from tests.support import now
 from workflows import conf
 from workflows.core.records import RunnerRecord
 from workflows.testing import run_until_idle
 
 pytestmark = pytest.mark.django_db
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def announce(owner: str, *, workflows: dict[str, list[str]], seen_ago: float = 1.0, pid: int = 4242) -> None:

@@ -6,14 +6,13 @@ and prepare its statements only when PREPARED_STATEMENTS says so."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import threading
 
 import psycopg
 import pytest
 from django.db import connection
 
-from tests.support import a_step, wait_for
+from tests.support import a_step, now, wait_for
 from workflows.core.exceptions import LeaseLost, StoreUnavailable
 from workflows.models import Entry
 from workflows.storage.django import DjangoStore
@@ -23,10 +22,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),  # the store's own connections must see the rows
     pytest.mark.skipif(connection.vendor != "postgresql", reason="the async commit path is PostgreSQL's"),
 ]
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def claimed_run() -> str:

@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from tests.support import now
 from workflows.models import Run
 from workflows.storage.django import DjangoStore
 from workflows.storage.django.notify import _libpq_params
@@ -22,10 +23,6 @@ WORKFLOWS = ["wa", "wb", "wc"]
 pg_only = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="row locks and synchronous_commit are PostgreSQL's"
 )
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def make(workflow: str, key: str, *, due_ago: float, priority: int = 0) -> str:

@@ -7,14 +7,13 @@ sent again: failing it would run its step again."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import threading
 
 import psycopg
 import pytest
 from django.db import connection
 
-from tests.support import a_step, claimed_runs, lock_waiters, wait_for
+from tests.support import a_step, claimed_runs, lock_waiters, now, wait_for
 from workflows.core.records import OutgoingMessage
 from workflows.models import Entry, Message
 from workflows.storage.django.notify import _libpq_params
@@ -23,10 +22,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),  # the store's own connections must see the rows
     pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks and deadlocks: PostgreSQL's"),
 ]
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 @pytest.fixture

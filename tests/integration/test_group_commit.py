@@ -7,14 +7,13 @@ threads (ASYNC_COMMITS off: commits queued while every thread is busy share the 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import threading
 
 import psycopg
 import pytest
 from django.db import IntegrityError, OperationalError, connection
 
-from tests.support import claimed_runs, lock_waiters, wait_for
+from tests.support import claimed_runs, lock_waiters, now, wait_for
 from workflows.core.exceptions import LeaseLost, StoreUnavailable
 from workflows.core.records import AttemptWrite, Commit, EntryWrite, Transition
 from workflows.models import Entry, Run
@@ -28,10 +27,6 @@ pytestmark = [
 ]
 
 THREADS = 2
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def a_step(position: int, output: object = None) -> Commit:

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from django.db import ProgrammingError, connection
 
-from tests.support import a_step
+from tests.support import a_step, now
 from workflows.core.exceptions import RunNotFound, StoreUnavailable
 from workflows.core.records import OutgoingMessage
 from workflows.models import Run
@@ -23,10 +23,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),  # the store's own connections must see the rows
     pytest.mark.skipif(connection.vendor != "postgresql", reason="the loop's connections are PostgreSQL's"),
 ]
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 @pytest.fixture

@@ -3,13 +3,11 @@ seen by Django's query capture, and never prepared with PREPARED_STATEMENTS off.
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from tests.support import a_step
+from tests.support import a_step, now
 from workflows.storage.django import DjangoStore
 
 pytestmark = [
@@ -24,10 +22,6 @@ def no_prepared_statements_yet():
     sees the DEALLOCATE ALL and forgets its own)."""
     with connection.cursor() as cursor:
         cursor.execute("DEALLOCATE ALL")
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def prepared() -> list[str]:

@@ -7,15 +7,12 @@ import datetime as dt
 
 import pytest
 
+from tests.support import now
 from workflows.core.records import RunnerRecord
 from workflows.models import Run
 from workflows.storage.django import DjangoStore
 
 pytestmark = pytest.mark.django_db
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def runner(owner: str, **fields) -> RunnerRecord:

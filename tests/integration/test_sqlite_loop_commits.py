@@ -7,7 +7,6 @@ commits but not to anyone else's."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import sqlite3
 import threading
 import time
@@ -16,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.support import a_step
+from tests.support import a_step, now
 from workflows.core.exceptions import LeaseLost, StoreUnavailable
 from workflows.models import Attempt, Entry, Run
 from workflows.storage.django import DjangoStore, sqlite_loop, writes
@@ -25,10 +24,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),  # the store's own connections must see the rows
     pytest.mark.skipif(connection.vendor != "sqlite", reason="the loop commits are SQLite's"),
 ]
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
+from tests.support import now
 from workflows import queue, setup, workflow
 from workflows.core.clock import FakeClock
 from workflows.core.exceptions import InvalidKey, InvalidMessage, LeaseLost, UnknownQueue, UnknownWorkflow
@@ -36,10 +37,6 @@ async def _wait_start(ctx):
 
 
 registry = setup(use={"wf": workflow(_wait_start, queues={"start": queue(Start)})})
-
-
-def now():
-    return dt.datetime.now(dt.UTC)
 
 
 def make_run(key="k", workflow="wf"):

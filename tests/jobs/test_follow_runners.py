@@ -11,14 +11,11 @@ from django.core.management import CommandError, call_command
 
 from jobs.follow import RunnerWatch
 from jobs.submission import jobs_client
+from tests.support import now
 from workflows import conf
 from workflows.core.records import RunnerRecord
 
 pytestmark = pytest.mark.django_db
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def announce(owner: str, workflows: dict[str, list[str]], seen_ago: float = 0.0) -> None:

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.support import now
 from workflows import setup, workflow
 from workflows.core.records import RunnerRecord
 from workflows.engine import presence
@@ -29,10 +30,6 @@ async def _one_step(ctx):
 
 registry = setup(use={"wf": workflow(_one_step)})
 LONG_LEASE = 300.0
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def exited_pid() -> int:
