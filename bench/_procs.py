@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._common import BENCH_VAR, ROOT, bench_env, niced, progress, stats_ms, wait_until
+from ._common import BENCH_VAR, ROOT, bench_env, progress, stats_ms, wait_until
 from ._db import analyze, clone_waiting_run, create_pending_runs, reset_tables
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -32,7 +32,6 @@ class RunnerProcess:
         counting: bool = False,
         settings: dict[str, Any] | None = None,
         marks_path: Path | None = None,
-        nice: int = 0,
     ) -> None:
         BENCH_VAR.mkdir(parents=True, exist_ok=True)
         self.name = name
@@ -51,8 +50,8 @@ class RunnerProcess:
             script = ["bench/_marking_runner.py"]
         self._terminated = False
         self._log = open(self.log_path, "w")  # closed in stop()
-        self.proc = subprocess.Popen(  # `nice` execs the command: the same pid, a lower CPU priority
-            [*niced(nice), sys.executable, *script, "--concurrency", str(concurrency)],
+        self.proc = subprocess.Popen(
+            [sys.executable, *script, "--concurrency", str(concurrency)],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE if counting else subprocess.DEVNULL,

@@ -38,7 +38,7 @@ import sqlalchemy as sa
 from dbos import DBOS, DBOSClient
 
 from bench import _sbs_pg
-from bench._common import ROOT, niced, progress, stats_ms
+from bench._common import ROOT, progress, stats_ms
 
 APP = "sbs"
 TP_QUEUE = "sbs_tp"
@@ -122,14 +122,13 @@ sa.event.listen(sa.engine.Engine, "before_cursor_execute", _count)
 class Worker:
     """One `python bench/_sbs_dbos.py worker` process: DBOS launched, dequeuing `queues`."""
 
-    def __init__(self, url: str, name: str, queues: list[str], log_dir: Path, nice: int = 0) -> None:
+    def __init__(self, url: str, name: str, queues: list[str], log_dir: Path) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.log_path = log_dir / f"dbos-{name}.log"
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(  # `nice` execs the command: the same pid, a lower CPU priority
+        self.proc = subprocess.Popen(
             [
-                *niced(nice),
                 sys.executable,
                 str(Path(__file__).resolve()),
                 "worker",
@@ -251,8 +250,7 @@ def throughput_and_busy(
     url: str, client: DBOSClient, engine: sa.Engine, sizes: dict[str, Any], log_dir: Path
 ) -> dict[str, Any]:
     runs, backlog, submits = sizes["throughput"], sizes["backlog"], sizes["submits"]
-    nice = sizes.get("workers_nice", 0)
-    workers = [Worker(url, f"tp{i}", [TP_QUEUE], log_dir, nice=nice) for i in range(2)]
+    workers = [Worker(url, f"tp{i}", [TP_QUEUE], log_dir) for i in range(2)]
     try:
         for w in workers:
             w.wait_started()

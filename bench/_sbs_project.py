@@ -181,8 +181,7 @@ def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
 
     runs, backlog, submits = sizes["throughput"], sizes["backlog"], sizes["submits"]
     reset_tables()
-    nice = sizes.get("workers_nice", 0)
-    runners = [RunnerProcess(DB, f"sbs-tp{i}", nice=nice) for i in range(2)]
+    runners = [RunnerProcess(DB, f"sbs-tp{i}") for i in range(2)]
     try:
         for r in runners:
             r.wait_started()

@@ -35,8 +35,7 @@ never meet Django's; the project in a Django child process):
   insert with `synchronous_commit = off` (what is left of it without the wait for the WAL flush);
   over the same window, how busy both CPUs (`/proc/stat`) and the disk under PostgreSQL's data
   directory (`/proc/diskstats`: busy %, writes and cache flushes per second and their mean time)
-  were, to tell a wait for the disk from a wait for a CPU (`bench/_machine.py`).
-  `--workers-nice N` starts both systems' 2 workers of these phases under `nice -n N`;
+  were, to tell a wait for the disk from a wait for a CPU (`bench/_machine.py`);
 - submit beside workers doing DBOS's work rate (the project only; DBOS's figure is its submit
   while busy, above, its workers draining flat out at that rate): the same submits and floor
   inserts while the project's 2 runner processes complete 10-step runs started at a steady pace
@@ -131,14 +130,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--dbos-poll",
         type=float,
         help="DBOS queue polling interval in seconds (default 0.05; DBOS's own default is 1.0)",
-    )
-    parser.add_argument(
-        "--workers-nice",
-        type=int,
-        default=0,
-        metavar="N",
-        help="start both systems' 2 worker processes (steps/s and submit phases) at CPU priority "
-        "`nice -n N`, as a runner sharing its machine with the web tier or PostgreSQL would be",
     )
     args = parser.parse_args(argv)
     if args.rounds is None:
@@ -469,8 +460,7 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], sizes: dict[str,
         f"sizes: {sizes['ten']} runs of each for the medians, {sizes['throughput']} x 10-step runs for "
         f"steps/s, {sizes['submits']} submits over a backlog of {sizes['backlog']}, {sizes['send']} "
         f"sends, {sizes['stats']} runs per statistics window; DBOS queue polling {sizes['dbos_poll']} s; "
-        f"{len(results)} round(s), DBOS then project in each; worker processes at nice "
-        f"{sizes.get('workers_nice', 0)}",
+        f"{len(results)} round(s), DBOS then project in each",
     ]
     if info.get("note"):
         out.append(info["note"])
@@ -511,7 +501,6 @@ def main(argv: list[str] | None = None) -> int:
     sizes = dict(QUICK if args.quick else FULL)
     if args.dbos_poll is not None:
         sizes["dbos_poll"] = args.dbos_poll
-    sizes["workers_nice"] = args.workers_nice
     info: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cores": os.cpu_count(),

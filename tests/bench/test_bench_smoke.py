@@ -139,3 +139,21 @@ def test_side_by_side_sqlite_bench__one_small_round_prints_its_table(tmp_path):
     )
     assert "project: journal_mode=wal, synchronous=NORMAL" in done.stdout, done.stdout
     assert "project, FULL: journal_mode=wal, synchronous=FULL" in done.stdout, done.stdout
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")),
+    reason="bench/commit_wait.py measures PostgreSQL's commits (run with the PostgreSQL suite)",
+)
+def test_commit_wait_bench__quick_run_prints_a_row_per_machine_state(tmp_path, monkeypatch):
+    monkeypatch.setenv(
+        "BENCH_COMMIT_WAIT_DATABASE", "bench_commit_wait_smoke"
+    )  # never the one people bench in
+    done = run_bench(tmp_path, "commit_wait.py", "--quick", "--spinners", "2", "--nice", "0,5")
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and " ms | " in line]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| idle",
+        "| 2 spinning processes at nice 0",
+        "| 2 spinning processes at nice 5",
+    ], done.stdout
