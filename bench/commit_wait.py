@@ -154,7 +154,8 @@ def report(
         "|---|---|---|---|---|---|",
     ]
     for condition, rounds in results.items():
-        label = "idle" if condition == "idle" else f"{args.spinners} spinning processes at {condition}"
+        spinning = "1 spinning process" if args.spinners == 1 else f"{args.spinners} spinning processes"
+        label = "idle" if condition == "idle" else f"{spinning} at {condition}"
         out.append(
             f"| {label} | {_fmt(_median(rounds, 'waits'), 3)} ms | {_fmt(_median(rounds, 'no_wait'), 3)} ms | "
             f"{_fmt(_median(rounds, 'machine', 'cpu_busy_pct'), 0)}% | "
