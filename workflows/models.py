@@ -4,13 +4,13 @@ them (and nothing else does). Statuses, kinds and outcomes are the core's enums.
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from enum import StrEnum
 
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from .core.ids import new_run_id
 from .core.records import AuditAction, EntryKind, EntryStatus, Outcome, RunStatus
 
 
@@ -22,7 +22,9 @@ def _choices(values: type[StrEnum]) -> list[tuple[str, str]]:
 class Run(models.Model):
     Status = RunStatus
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Time-ordered (UUID version 7, `core.ids`): new runs sit together at the end of every index
+    # their id leads, so a step's entry writes to pages already in memory and in the WAL.
+    id = models.UUIDField(primary_key=True, default=new_run_id, editable=False)
     workflow = models.CharField(max_length=200)
     key = models.JSONField()
     key_text = models.TextField(help_text="The key as JSON text, for search.")

@@ -157,3 +157,15 @@ def test_commit_wait_bench__quick_run_prints_a_row_per_machine_state(tmp_path, m
         "| 2 spinning processes at nice 0",
         "| 2 spinning processes at nice 5",
     ], done.stdout
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")),
+    reason="bench/run_ids.py measures PostgreSQL's WAL (run with the PostgreSQL suite)",
+)
+def test_run_ids_bench__a_small_history_prints_both_ways(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_RUN_IDS_DATABASE", "bench_run_ids_smoke")  # never the one people bench in
+    done = run_bench(tmp_path, "run_ids.py", "--runs", "200", "--window", "3", "--rounds", "1")
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("| random", "| time-ordered"))]
+    assert len(rows) == 2 and all(" ms |" in row for row in rows), done.stdout

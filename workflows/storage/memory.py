@@ -10,7 +10,6 @@ import copy
 import datetime as dt
 import itertools
 import threading
-import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any, cast
@@ -18,6 +17,7 @@ from typing import Any, cast
 from ..core import repair_rules
 from ..core.concurrency import GroupUse, admit
 from ..core.exceptions import BadInput, ChildConflict, LeaseLost, RunFinished, RunNotFound
+from ..core.ids import new_run_id
 from ..core.jsonvalue import normalize
 from ..core.limits import WINDOW, Grant, Limiter, SlotUse, decide
 from ..core.records import (
@@ -101,7 +101,7 @@ class MemoryStore(MemoryPresence, Store):
                 if run.workflow == workflow and run.key == key and run.id not in self.detached:
                     return self._copy(run), False
             run = RunRecord(
-                id=str(uuid.uuid4()),
+                id=str(new_run_id()),
                 workflow=workflow,
                 key=list(key),
                 version=version,

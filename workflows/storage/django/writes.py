@@ -9,13 +9,13 @@ commit on SQLite, runs the same statements one by one inside `transaction.atomic
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
 from ...core.exceptions import ChildConflict, LeaseLost, RunFinished, RunNotFound
+from ...core.ids import new_run_id
 from ...core.keys import key_identity, quoted
 from ...core.records import (
     LIVE,
@@ -526,7 +526,7 @@ def _new_run(
     version, the status, the state, then created_at, updated_at and transitioned_at: now); and the
     record reading the new row back would give (fresh: it has no history): these values and
     `columns`, the statements leaving the rest of its columns at their defaults."""
-    run_id = str(uuid.uuid4())
+    run_id = str(new_run_id())
     key_text, key_hash = key_identity(key)
     params = [
         sql.rid(run_id), workflow, sql.j(key), key_text, key_hash, version, status,
