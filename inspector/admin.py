@@ -7,7 +7,8 @@ import uuid
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast
 from django.http import Http404, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -18,6 +19,7 @@ from django.utils.safestring import mark_safe
 
 from workflows.core import repair_rules
 from workflows.core.durations import format_duration
+from workflows.core.ids import short_run_id
 from workflows.models import AuditEntry, Run
 
 from . import access, actions, decisions, declarations, groups, runners, selectors
@@ -101,11 +103,14 @@ class RunAdmin(admin.ModelAdmin):
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
         hexed = term.replace("-", "").lower()
-        # A run id (32 hex digits) or its prefix; longer hex text can only be part of a key.
+        # A run id (32 hex digits), its start, or its end as the pages show it in brief
+        # (`short_run_id`: the last 8 digits); longer hex text can only be part of a key.
         if 8 <= len(hexed) <= 32 and all(c in "0123456789abcdef" for c in hexed):
             if len(hexed) == 32:
                 return queryset.filter(Q(id=uuid.UUID(hexed)) | Q(key_text__icontains=term)), False
             matches = self._ids_starting_with(queryset, hexed)
+            if len(hexed) <= 12:
+                matches += self._ids_ending_with(queryset, hexed)
             if matches:
                 return queryset.filter(Q(id__in=matches) | Q(key_text__icontains=term)), False
         return super().get_search_results(request, queryset, search_term)
@@ -118,13 +123,20 @@ class RunAdmin(admin.ModelAdmin):
         high = uuid.UUID(prefix.ljust(32, "f"))
         return list(queryset.filter(id__gte=low, id__lte=high).values_list("id", flat=True)[:limit])
 
+    @staticmethod
+    def _ids_ending_with(queryset, suffix: str, limit: int = 200) -> list:
+        # The id as text: dashed on PostgreSQL, 32 hex digits on SQLite; its last 12 digits are
+        # the same in both. No index serves it: the run table is scanned (an operator's search).
+        ending = queryset.annotate(id_text=Cast("id", TextField())).filter(id_text__endswith=suffix)
+        return list(ending.values_list("id", flat=True)[:limit])
+
     @admin.display(description="run", ordering="id")
     def run_link(self, run):
         return format_html(
             '<a class="wf-mono" href="{}" title="{}">{}</a>',
             reverse("admin:workflows_run_inspect", args=[run.id]),
             run.id,
-            str(run.id)[:8],
+            short_run_id(run.id),
         )
 
     @admin.display(description="version", ordering="version")
@@ -279,5 +291,5 @@ class AuditEntryAdmin(admin.ModelAdmin):
         return format_html(
             '<a class="wf-mono" href="{}">{}</a>',
             reverse("admin:workflows_run_inspect", args=[entry.run_id]),
-            str(entry.run_id)[:8],
+            short_run_id(entry.run_id),
         )

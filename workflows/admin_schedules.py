@@ -19,6 +19,7 @@ from django.utils.html import format_html, format_html_join
 
 from . import operations
 from .core.exceptions import WorkflowError
+from .core.ids import short_run_id
 from .models import Schedule
 
 UPCOMING = 5  # fire times shown ahead
@@ -125,10 +126,12 @@ class ScheduleAdmin(admin.ModelAdmin):
             url, run_id = _run_url(str(fire["run_id"])), str(fire["run_id"])
             when = _local(dt.datetime.fromisoformat(fire["fire_time"]))
             if url is None:
-                items.append(format_html("<li>{} run <code>{}</code></li>", when, run_id[:8]))
+                items.append(format_html("<li>{} run <code>{}</code></li>", when, short_run_id(run_id)))
             else:
                 items.append(
-                    format_html('<li>{} run <a href="{}"><code>{}</code></a></li>', when, url, run_id[:8])
+                    format_html(
+                        '<li>{} run <a href="{}"><code>{}</code></a></li>', when, url, short_run_id(run_id)
+                    )
                 )
         return format_html("<ul>{}</ul>", format_html_join("", "{}", ((i,) for i in items))) if items else ""
 

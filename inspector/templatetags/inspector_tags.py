@@ -12,6 +12,7 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from workflows.core.durations import format_duration
+from workflows.core.ids import short_run_id
 
 register = template.Library()
 
@@ -58,6 +59,12 @@ def _node(value: Any, key: str, path: str, depth: int) -> str:
     if isinstance(value, list):
         return f'<div class="jt-leaf">{label}<span class="jt-brace">[]</span></div>'
     return f'<div class="jt-leaf">{label}{_scalar(value)}</div>'
+
+
+@register.filter
+def short_id(run_id: Any) -> str:
+    """A run's id in brief (`workflows.core.ids.short_run_id`: its last 8 hex digits)."""
+    return short_run_id(run_id)
 
 
 @register.filter

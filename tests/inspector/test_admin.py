@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from tests.inspector import flows
 from workflows import conf
+from workflows.core.ids import short_run_id
 from workflows.engine.runner import Runner
 from workflows.models import AuditEntry, Entry, Message, Run
 from workflows.testing import run_until_idle
@@ -91,16 +92,21 @@ def test_run_list__columns_filters_and_search(admin_client):
     waiting = waiting_approval("list-1")
     failed = failed_approval("list-2")
     page = admin_client.get(url("changelist")).content.decode()
-    for text in ("approval", "wait-approval", "v1", "list-1", str(waiting.id)[:8], "Failed only"):
+    short_waiting, short_failed = short_run_id(waiting.id), short_run_id(failed.id)
+    for text in ("approval", "wait-approval", "v1", "list-1", short_waiting, "Failed only"):
         assert text in page
     only_failed = admin_client.get(url("changelist"), {"status__exact": "failed"}).content.decode()
-    assert str(failed.id)[:8] in only_failed and str(waiting.id)[:8] not in only_failed
-    by_prefix = admin_client.get(url("changelist"), {"q": str(failed.id)[:8]}).content.decode()
-    assert str(failed.id)[:8] in by_prefix and str(waiting.id)[:8] not in by_prefix
+    assert short_failed in only_failed and short_waiting not in only_failed
+    # Time-ordered ids of one minute share their first digits: a start long enough to reach
+    # the random ones finds one run; the short id the pages show (the last 8 digits) too.
+    by_prefix = admin_client.get(url("changelist"), {"q": failed.id.hex[:20]}).content.decode()
+    assert short_failed in by_prefix and short_waiting not in by_prefix
+    by_short_id = admin_client.get(url("changelist"), {"q": short_waiting}).content.decode()
+    assert short_waiting in by_short_id and short_failed not in by_short_id
     by_full_id = admin_client.get(url("changelist"), {"q": str(waiting.id)}).content.decode()
-    assert str(waiting.id)[:8] in by_full_id and str(failed.id)[:8] not in by_full_id
+    assert short_waiting in by_full_id and short_failed not in by_full_id
     by_key = admin_client.get(url("changelist"), {"q": "list-2"}).content.decode()
-    assert str(failed.id)[:8] in by_key and str(waiting.id)[:8] not in by_key
+    assert short_failed in by_key and short_waiting not in by_key
     by_version = admin_client.get(url("changelist"), {"workflow": "approval", "version": "v1"})
     assert by_version.status_code == 200 and "list-1" in by_version.content.decode()
 

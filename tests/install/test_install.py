@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from workflows.core.ids import short_run_id
+
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## Add it to your project"
 PACKAGE = "django-durable-workflows"
@@ -281,7 +283,7 @@ def test_the_admin_inspector_shows_the_run_and_its_steps(installed):
     assert page["status"] == 200 and page["path"] == f"/admin/workflows/run/{installed.run_id}/inspect/"
     assert all(step in page["html"] for step in STEPS)
     assert "welcome mail sent to Ada" in page["html"]
-    assert seen["run_list"]["status"] == 200 and installed.run_id[:8] in seen["run_list"]["html"]
+    assert seen["run_list"]["status"] == 200 and short_run_id(installed.run_id) in seen["run_list"]["html"]
     assert seen["dashboard"]["status"] == 200 and "Operator dashboard" in seen["dashboard"]["html"]
     # The README's admin index includes the inspector's links.
     assert seen["admin_index"]["status"] == 200 and 'href="/ops/"' in seen["admin_index"]["html"]

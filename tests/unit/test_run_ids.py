@@ -7,7 +7,7 @@ import datetime as dt
 import time
 import uuid
 
-from workflows.core.ids import created_millis, new_run_id
+from workflows.core.ids import created_millis, new_run_id, short_run_id
 from workflows.storage.memory import MemoryStore
 
 
@@ -44,3 +44,11 @@ def test_the_memory_store_makes_the_same_ids():
         workflow="wf", key=["k"], version="v", initial_state={}, now=dt.datetime.now(dt.UTC)
     )
     assert created and uuid.UUID(run.id).version == 7
+
+
+def test_a_run_is_named_in_brief_by_the_random_end_of_its_id():
+    run_id = new_run_id()
+    assert short_run_id(run_id) == short_run_id(str(run_id)) == str(run_id)[-8:] == run_id.hex[-8:]
+    same_minute = [new_run_id() for _ in range(1_000)]
+    assert len({str(i)[:8] for i in same_minute}) <= 2  # the time: shared within a minute
+    assert len({short_run_id(i) for i in same_minute}) == 1_000

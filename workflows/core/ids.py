@@ -32,6 +32,13 @@ def new_run_id() -> uuid.UUID:
     return uuid.UUID(int=(value & _CLEAR) | _VERSION_7 | _VARIANT_RFC)
 
 
+def short_run_id(run_id: uuid.UUID | str) -> str:
+    """How pages and lists name a run in brief: the last 8 hex digits of its id. Its first
+    digits are the creation time, the same for every run of the same minute; its last ones are
+    random (in uuid4 ids too). The admin's search finds a run by them."""
+    return (run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(str(run_id))).hex[-8:]
+
+
 def created_millis(run_id: uuid.UUID | str) -> int:
     """The unix time in milliseconds a version-7 run id carries (tests, tools)."""
     value = run_id if isinstance(run_id, uuid.UUID) else uuid.UUID(run_id)

@@ -65,7 +65,7 @@
     const link = document.createElement("a");
     link.className = "wf-mono";
     link.href = runUrl.replace("00000000-0000-0000-0000-000000000000", run.id);
-    link.textContent = run.id.slice(0, 8);
+    link.textContent = run.id.replaceAll("-", "").slice(-8);  // as short_run_id: the random end
     cell(row, link);
     cell(row, run.workflow);
     cell(row, (run.key || []).join(" / "), "wf-mono");
