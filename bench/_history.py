@@ -5,9 +5,14 @@ fares beside a large history (`bench/prune.py`, `bench/run_ids.py`)."""
 
 from __future__ import annotations
 
+import argparse
+import os
+import subprocess
+import sys
 import time
 
-from ._common import progress
+from ._common import PG_SERVER_URL, ROOT, progress
+from ._db import create_database, drop_database
 
 OLD_DAYS = 60  # the old runs finished this long ago
 
@@ -64,3 +69,26 @@ def fill(runs: int, steps: int) -> dict[str, float]:
         cursor.execute("VACUUM ANALYZE")
         seconds["vacuum analyze"] = time.perf_counter() - started
     return seconds
+
+
+def history_arguments(parser: argparse.ArgumentParser, runs: int) -> None:
+    """The options every history bench takes (and the hidden one its child is run with)."""
+    parser.add_argument("--runs", type=int, default=runs, help=f"old completed runs (default {runs:,})")
+    parser.add_argument("--steps", type=int, default=10, help="entries per old run (default 10)")
+    parser.add_argument("--keep", action="store_true", help="keep the bench database afterwards")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+
+
+def in_own_database(script: str, argv: list[str] | None, keep: bool) -> int:
+    """The parent's part: a fresh migrated database (`BENCH_PG_DATABASE`), `script --child` with
+    the same options measuring in it (Django set up on it there), then the database dropped
+    unless `keep`."""
+    progress(f"creating the database {os.environ['BENCH_PG_DATABASE']} on {PG_SERVER_URL}")
+    create_database("postgres")
+    try:
+        forwarded = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--keep"]
+        subprocess.run([sys.executable, script, "--child", *forwarded], cwd=ROOT, check=True)
+    finally:
+        if not keep:
+            drop_database("postgres")
+    return 0

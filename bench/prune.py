@@ -31,9 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ["BENCH_PG_DATABASE"] = os.environ.get("BENCH_PRUNE_DATABASE", "bench_prune")
 
-from bench._common import PG_SERVER_URL, database_url, progress, stats_ms  # noqa: E402
-from bench._db import create_database, drop_database  # noqa: E402
-from bench._history import fill  # noqa: E402
+from bench._common import database_url, progress, stats_ms  # noqa: E402
+from bench._history import fill, history_arguments, in_own_database  # noqa: E402
 
 TABLES = ("workflows_run", "workflows_entry", "workflows_attempt", "workflows_event", "workflows_message")
 RETENTION_DAYS = 30  # and are kept this long: every one of them is due
@@ -165,25 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--runs", type=int, default=100_000, help="old completed runs (default 100,000)")
-    parser.add_argument("--steps", type=int, default=10, help="entries per old run (default 10)")
+    history_arguments(parser, runs=100_000)
     parser.add_argument("--batch", type=int, default=100, help="runs per prune transaction (default 100)")
     parser.add_argument("--samples", type=int, default=400, help="cycles measured before and after")
-    parser.add_argument("--keep", action="store_true", help="keep the bench database afterwards")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args)
         return 0
-    progress(f"creating the database {os.environ['BENCH_PG_DATABASE']} on {PG_SERVER_URL}")
-    create_database("postgres")
-    try:
-        forwarded = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--keep"]
-        subprocess.run([sys.executable, __file__, "--child", *forwarded], cwd=ROOT, check=True)
-    finally:
-        if not args.keep:
-            drop_database("postgres")
-    return 0
+    return in_own_database(__file__, argv, args.keep)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -37,9 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ["BENCH_PG_DATABASE"] = os.environ.get("BENCH_RUN_IDS_DATABASE", "bench_run_ids")
 
-from bench._common import PG_SERVER_URL, database_url, progress  # noqa: E402
-from bench._db import create_database, drop_database  # noqa: E402
-from bench._history import fill  # noqa: E402
+from bench._common import database_url, progress  # noqa: E402
+from bench._history import fill, history_arguments, in_own_database  # noqa: E402
 
 WAYS = ("random (uuid4)", "time-ordered (UUID v7)")
 
@@ -164,25 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--runs", type=int, default=200_000, help="old completed runs (default 200,000)")
-    parser.add_argument("--steps", type=int, default=10, help="entries per old run (default 10)")
+    history_arguments(parser, runs=200_000)
     parser.add_argument("--window", type=int, default=200, help="10-step runs per window (default 200)")
     parser.add_argument("--rounds", type=int, default=2, help="windows of each way (default 2)")
-    parser.add_argument("--keep", action="store_true", help="keep the bench database afterwards")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args)
         return 0
-    progress(f"creating the database {os.environ['BENCH_PG_DATABASE']} on {PG_SERVER_URL}")
-    create_database("postgres")
-    try:
-        forwarded = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--keep"]
-        subprocess.run([sys.executable, __file__, "--child", *forwarded], cwd=ROOT, check=True)
-    finally:
-        if not args.keep:
-            drop_database("postgres")
-    return 0
+    return in_own_database(__file__, argv, args.keep)
 
 
 if __name__ == "__main__":
