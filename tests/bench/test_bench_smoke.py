@@ -16,6 +16,14 @@ from bench._report import LABELS
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def on_postgresql(what: str) -> pytest.MarkDecorator:
+    """Skip unless the suite runs on PostgreSQL (`what`: the bench and what it measures there)."""
+    return pytest.mark.skipif(
+        not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")),
+        reason=f"{what} (run with the PostgreSQL suite)",
+    )
+
+
 def run_bench(tmp_path: Path, script: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run `bench/<script>` on SQLite with its files under `tmp_path`; it must exit 0."""
     env = {**os.environ, "BENCH_VAR": str(tmp_path)}
@@ -84,10 +92,7 @@ def test_claims_bench__small_sqlite_run_prints_every_situation(tmp_path):
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")),
-    reason="bench/hot_path.py measures PostgreSQL's hot path (run with the PostgreSQL suite)",
-)
+@on_postgresql("bench/hot_path.py measures PostgreSQL's hot path")
 def test_hot_path_bench__quick_run_prints_each_change_on_and_off(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_PG_DATABASE", "bench_hot_path_smoke")  # never the one people bench in
     done = run_bench(tmp_path, "hot_path.py", "--quick")
@@ -106,10 +111,7 @@ def test_hot_path_bench__quick_run_prints_each_change_on_and_off(tmp_path, monke
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")),
-    reason="bench/send_path.py measures PostgreSQL's send path (run with the PostgreSQL suite)",
-)
+@on_postgresql("bench/send_path.py measures PostgreSQL's send path")
 def test_send_path_bench__a_few_sends_print_every_phase(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_PG_DATABASE", "bench_send_path_smoke")  # never the one people bench in
     done = run_bench(tmp_path, "send_path.py", "--sends", "3")
@@ -142,10 +144,7 @@ def test_side_by_side_sqlite_bench__one_small_round_prints_its_table(tmp_path):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")),
-    reason="bench/commit_wait.py measures PostgreSQL's commits (run with the PostgreSQL suite)",
-)
+@on_postgresql("bench/commit_wait.py measures PostgreSQL's commits")
 def test_commit_wait_bench__quick_run_prints_a_row_per_machine_state(tmp_path, monkeypatch):
     monkeypatch.setenv(
         "BENCH_COMMIT_WAIT_DATABASE", "bench_commit_wait_smoke"
@@ -160,10 +159,7 @@ def test_commit_wait_bench__quick_run_prints_a_row_per_machine_state(tmp_path, m
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")),
-    reason="bench/run_ids.py measures PostgreSQL's WAL (run with the PostgreSQL suite)",
-)
+@on_postgresql("bench/run_ids.py measures PostgreSQL's WAL")
 def test_run_ids_bench__a_small_history_prints_both_ways(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_RUN_IDS_DATABASE", "bench_run_ids_smoke")  # never the one people bench in
     done = run_bench(tmp_path, "run_ids.py", "--runs", "200", "--window", "3", "--rounds", "1")
