@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
+from django.db.models import IntegerField, Max, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -19,7 +19,7 @@ from workflows import selectors as workflow_reads
 from workflows.core.durations import format_duration
 from workflows.core.records import TERMINAL, EntryStatus, RunStatus
 from workflows.masking import mask
-from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run
+from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run, attempts_in_order
 from workflows.telemetry.tracing import trace_id
 
 from .declarations import RunLabels, decision_queues, definition, run_labels
@@ -238,9 +238,7 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
     if run is None:
         return None
     entries = sorted(
-        Entry.objects.filter(run=run).prefetch_related(
-            Prefetch("attempt_set", queryset=Attempt.objects.order_by("number", "id"))
-        ),
+        Entry.objects.filter(run=run).prefetch_related(attempts_in_order()),
         key=_entry_order,
     )
     current = {(e.scope, e.position): e for e in entries if not e.superseded}

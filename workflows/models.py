@@ -188,6 +188,12 @@ class Entry(models.Model):
         )
 
 
+def attempts_in_order() -> models.Prefetch:
+    """An entry query's `prefetch_related` for `Entry.attempt_history`: each entry's stored
+    attempts, oldest first."""
+    return models.Prefetch("attempt_set", queryset=Attempt.objects.order_by("number", "id"))
+
+
 def implied_attempts() -> Q:
     """Entries whose one attempt is implied (see `Entry.attempt_history`), for counting them."""
     stored = Attempt.objects.filter(entry=models.OuterRef("pk"))

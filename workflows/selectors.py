@@ -21,7 +21,7 @@ from .core.exceptions import BadInput, RunNotFound
 from .core.keys import key_identity, quoted
 from .core.records import EventRecord
 from .core.retention import PRUNABLE
-from .models import Attempt, Entry, Run
+from .models import Entry, Run, attempts_in_order
 from .storage.django.rows import events_after
 
 MAX_PAGE = 200  # runs or events per page, at most
@@ -105,10 +105,9 @@ def run_list(
 def run_detail(run_id: str | uuid.UUID) -> Run:
     """One run with all its entries, current and superseded, in history order, each with its
     attempts (`run.entries.all()`, `entry.attempt_history()`: three queries in all)."""
-    attempts = Prefetch("attempt_set", queryset=Attempt.objects.order_by("number", "id"))
     entries = Prefetch(
         "entries",
-        queryset=Entry.objects.order_by("scope", "position", "id").prefetch_related(attempts),
+        queryset=Entry.objects.order_by("scope", "position", "id").prefetch_related(attempts_in_order()),
     )
     run = Run.objects.prefetch_related(entries).filter(id=_run_uuid(run_id)).first()
     if run is None:

@@ -115,17 +115,14 @@ class Attempts:
     def of_run(cls, run_id: Any) -> Attempts:
         """Two queries: the run's step entries (current and superseded by an operator's replay)
         and their attempts, oldest first."""
-        from django.db.models import Prefetch
-
-        from .models import Attempt, Entry
+        from .models import Entry, attempts_in_order
 
         found = cls()
-        stored = Prefetch("attempt_set", queryset=Attempt.objects.order_by("number", "id"))
         entries = {
             e.id: e
             for e in Entry.objects.filter(run_id=run_id, kind="step")
             .only("kind", "status", "input", "meta", "attempts", "started_at", "finished_at", "superseded")
-            .prefetch_related(stored)
+            .prefetch_related(attempts_in_order())
         }
         for e in sorted(entries.values(), key=lambda e: e.id):
             if not e.superseded:
