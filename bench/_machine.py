@@ -59,6 +59,18 @@ def data_device(data_directory: str | None) -> tuple[int, int] | None:
     return os.major(st.st_dev), os.minor(st.st_dev)
 
 
+def server_data_device(conn: Any) -> tuple[int, int] | None:
+    """The device under the data directory of the PostgreSQL server a psycopg connection talks
+    to (reading it takes a superuser or pg_read_all_settings), when that is this machine."""
+    import psycopg
+
+    try:
+        row = conn.execute("SHOW data_directory").fetchone()
+    except psycopg.Error:
+        return None
+    return data_device(None if row is None else str(row[0]))
+
+
 def snapshot(device: tuple[int, int] | None) -> Snapshot:
     return Snapshot(time.monotonic(), _cpu(), _disk(device))
 

@@ -65,7 +65,7 @@ def submits_beside_floor(
         no_wait.execute("SET synchronous_commit = off")
         conn.execute("CREATE TABLE IF NOT EXISTS bench_sbs_busy_floor (id bigserial PRIMARY KEY, v integer)")
         insert = "INSERT INTO bench_sbs_busy_floor (v) VALUES (%s)"
-        device = _machine.data_device(_data_directory(conn))
+        device = _machine.server_data_device(conn)
         before = _machine.snapshot(device)
         for i in range(n + warmup):
             for name, call in (
@@ -86,15 +86,6 @@ def submits_beside_floor(
     out["floor_no_flush_wait"] = stats_ms(timed["floor_no_flush_wait"])
     out["machine"] = machine
     return out
-
-
-def _data_directory(conn: psycopg.Connection[Any]) -> str | None:
-    """The server's data directory (readable by a superuser or pg_read_all_settings), else None."""
-    try:
-        row = conn.execute("SHOW data_directory").fetchone()
-    except psycopg.Error:
-        return None
-    return None if row is None else str(row[0])
 
 
 def checkpoint(url: str) -> None:

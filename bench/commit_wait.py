@@ -53,21 +53,13 @@ def _admin(sql: str) -> None:
         conn.execute(sql)
 
 
-def _data_device(conn: psycopg.Connection[Any]) -> tuple[int, int] | None:
-    try:
-        row = conn.execute("SHOW data_directory").fetchone()
-    except psycopg.Error:
-        return None
-    return _machine.data_device(None if row is None else str(row[0]))
-
-
 def window(url: str, samples: int) -> dict[str, Any]:
     """`samples` inserts of each kind, alternately, 5 ms apart: their medians (ms) and the
     machine's figures over the window."""
     timed: dict[str, list[float]] = {"waits": [], "no_wait": []}
     with psycopg.connect(url, autocommit=True) as waits, psycopg.connect(url, autocommit=True) as no_wait:
         no_wait.execute("SET synchronous_commit = off")
-        device = _data_device(waits)
+        device = _machine.server_data_device(waits)
         before = _machine.snapshot(device)
         for i in range(samples):
             for name, conn in (("waits", waits), ("no_wait", no_wait)):
