@@ -124,6 +124,21 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
     # a connection the server dropped (a restart, an idle timeout) and fails for that.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
+# A streaming replica for the operators' list reads (WORKFLOWS["READ_DATABASE"], workflows/
+# read_source.py): the dashboard, the admin's lists, GET /api/runs. Nothing a run depends on reads
+# it. A short connect timeout (unless the URL sets one): an unreachable replica costs a page two
+# seconds once, then the lists read the primary for a while. Tests never create a database for it:
+# it mirrors the default one (tests/conftest.py keeps the suite's reads on the primary).
+READ_DATABASE_URL = os.environ.get("READ_DATABASE_URL", "").strip()
+if READ_DATABASE_URL:
+    DATABASES["replica"] = dj_database_url.parse(READ_DATABASE_URL, conn_max_age=0)
+    if DATABASES["replica"]["ENGINE"] == "django.db.backends.postgresql":
+        DATABASES["replica"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 2)
+        if "pool" in DATABASES["default"].get("OPTIONS", {}):
+            DATABASES["replica"]["OPTIONS"]["pool"] = dict(DATABASES["default"]["OPTIONS"]["pool"])
+            DATABASES["replica"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -177,6 +192,11 @@ WORKFLOWS = {
     # Seconds a run stays held after its runner's last heartbeat; another runner resumes it after that.
     "LEASE_SECONDS": _lease_seconds,
     "HEARTBEAT_SECONDS": float(os.environ.get("WORKFLOWS_HEARTBEAT_SECONDS", str(_lease_seconds / 3))),
+    # Shared decisions on the database's clock ("database") or each host's own ("local": one host
+    # only); a runner's check of its lease before each step. Both switch off only to see the
+    # multi-host tests fail.
+    "CLOCK": os.environ.get("WORKFLOWS_CLOCK", "database"),
+    "STALL_CHECK": env_bool("WORKFLOWS_STALL_CHECK", True),
     # Async callables `hook(run_id, commit)` the runner calls after each commit. The inspector's
     # pokes live consumers through the channel layer; without Redis a poke cannot leave the
     # runner's process (consumers then re-read the database every 0.5 s), so none is sent.
@@ -199,6 +219,8 @@ WORKFLOWS = {
     "MAX_VALUE_BYTES": int(os.environ.get("WORKFLOWS_MAX_VALUE_BYTES", str(1024 * 1024))),
     # GET /metrics requires `Authorization: Bearer <token>` when set; open otherwise.
     "METRICS_TOKEN": os.environ.get("METRICS_TOKEN") or None,
+    # The alias the dashboard, the admin's lists and GET /api/runs read (READ_DATABASE_URL above).
+    "READ_DATABASE": "replica" if READ_DATABASE_URL else None,
 }
 
 # --- Django tasks (the django-tasks backport of django.tasks) ----------------------

@@ -17,6 +17,17 @@ LEASE_SECONDS (default `30`)
     the lease lapses (a killed runner's runs wait this long).
 HEARTBEAT_SECONDS (default `None`: a third of LEASE_SECONDS)
     How often a runner extends the leases of the runs it executes; shorter than LEASE_SECONDS.
+CLOCK (default `"database"`)
+    The clock of every decision two processes must agree on (lease expiry, due times, claims,
+    schedule fires, limiter windows, runner death): `"database"`, the database server's time,
+    read by each process now and then and carried forward on its monotonic clock, so hosts whose
+    wall clocks disagree by minutes still agree. `"local"`: each host's own wall clock, as before
+    (safe only on one host; kept to show the multi-host tests failing without the protection).
+STALL_CHECK (default `True`)
+    A runner starts no step for a run unless its last successful heartbeat of that run is younger
+    than the lease (on a clock that counts while the process is stopped): a runner that was paused
+    or cut off from the database past its lease starts nothing more for the runs it held. `False`
+    only to show the multi-host tests failing without it.
 COMMIT_HOOKS (default `[]`)
     Dotted paths of async callables `hook(run_id, commit)` the runner awaits after each commit.
     `"inspector.live.on_commit"` pokes the inspector's live pages through the channel layer: set
@@ -85,6 +96,14 @@ ASYNC_CLAIMS (default `True`)
     resume reads of the runs it takes), resumed runs' reads, run starts and run reads are sent
     from its event loop on another connection of its own, when no other is in flight there.
     `False`: they go through the database threads.
+READ_DATABASE (default `None`: the default database)
+    A Django database alias (a streaming replica of the default database) that the operators'
+    list reads use: the dashboard's figures, backlog, decisions and runs (and its live list),
+    the admin's run and audit lists, and `GET /api/runs` (whose answer carries `X-Data-Source`
+    and `X-Data-Age`). Pages reading it say how far behind it is; when it cannot be read they
+    read the default database and say so. Everything a run's correctness depends on (starts,
+    sends, claims, commits, actions, a run's page and the reads before acting) stays on the
+    default database. See `workflows.read_source`.
 """
 
 from __future__ import annotations
@@ -118,6 +137,8 @@ DEFAULTS: dict[str, Any] = {
     "REGISTRIES": [],
     "LEASE_SECONDS": 30.0,
     "HEARTBEAT_SECONDS": None,
+    "CLOCK": "database",
+    "STALL_CHECK": True,
     "COMMIT_HOOKS": [],
     "OBSERVERS": DEFAULT_OBSERVERS,
     "TRACE_URL": None,
@@ -134,6 +155,7 @@ DEFAULTS: dict[str, Any] = {
     "GROUP_COMMIT": True,
     "ASYNC_COMMITS": True,
     "ASYNC_CLAIMS": True,
+    "READ_DATABASE": None,
 }
 
 
@@ -152,6 +174,11 @@ def get(name: str) -> Any:
 def lease_seconds() -> float:
     """How long a run stays held after the runner's last heartbeat."""
     return float(get("LEASE_SECONDS"))
+
+
+def stall_check() -> bool:
+    """Whether a runner checks its lease's age before it starts a step (STALL_CHECK)."""
+    return bool(get("STALL_CHECK"))
 
 
 def heartbeat_seconds() -> float:

@@ -30,7 +30,9 @@ logger = logging.getLogger(__name__)
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
+    """The database's time (`Store.shared_clock`): "retry now" or a resume is due when every
+    runner thinks so, whatever the operator's web host's clock says."""
+    return conf.default_store().shared_clock.now()
 
 
 def replay_plan(run_id: str, entry_id: int) -> list[Entry]:

@@ -163,6 +163,7 @@ class DurableBackend(BaseTaskBackend):
 
     async def aenqueue(self, task: Task[P, T], args: Any, kwargs: Any) -> TaskResult[T]:
         self.validate_task(task)
+        await defaults.default_store().shared_clock.anow()  # read the database's time if due
         result, spec, now = self._prepare(task, args, kwargs)
         with producer_span("start", WORKFLOW) as producer:
             await defaults.default_store().run_sync(_create_run, result.id, spec, now, producer.carrier)
@@ -209,7 +210,7 @@ class DurableBackend(BaseTaskBackend):
 
     def _prepare(self, task: Task, args: Any, kwargs: Any) -> tuple[TaskResult, dict[str, Any], dt.datetime]:
         _check_importable(task)
-        now = dt.datetime.now(dt.UTC)
+        now = defaults.default_store().shared_clock.now()  # due when every runner thinks it is
         # The framework's own JSON check (TypeError for a non-JSON type, ValueError for bytes that
         # are not UTF-8), then what JSON itself refuses (NaN, infinity) and PostgreSQL (NUL, lone surrogates).
         args, kwargs = normalize_json(args), normalize_json(kwargs)

@@ -74,8 +74,10 @@ def test_the_run_and_its_first_message_are_stored_together_and_the_run_takes_it(
 
 @pytest.mark.skipif(not PG, reason="the one-statement start is PostgreSQL's")
 def test_on_postgresql_the_run_and_its_message_are_one_statement():
+    store = DjangoStore()
+    store.shared_clock.refresh()  # the database's time, read at most once a minute: not now
     with CaptureQueriesContext(connection) as queries:
-        handle = _client(DjangoStore()).get_or_create(["a"], message=("start", [1, "two"]))
+        handle = _client(store).get_or_create(["a"], message=("start", [1, "two"]))
     [statement] = [q["sql"] for q in queries.captured_queries]
     assert "INSERT INTO workflows_message" in statement and "INSERT INTO workflows_run" in statement
     assert _messages(None, handle.run_id) == [("start", [1, "two"])]

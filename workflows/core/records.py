@@ -117,6 +117,9 @@ class RunnerRecord:
     lease_seconds: float = 30.0
     concurrency: int = 1
     workflows: dict[str, list[str]] = field(default_factory=dict)  # name -> versions it knows
+    # Its host's wall clock minus the database's, in seconds, as last measured (None: unknown).
+    # Shown to operators: the runner decides on the database's clock, whatever this says.
+    clock_offset: float | None = None
 
     def dead_after(self) -> dt.timedelta:
         """How long after its last heartbeat the runner counts as dead."""

@@ -42,7 +42,9 @@ class WorkflowClient:
         self.name = name
         self.definition: Workflow = registry.get(name)
         self.store = store or defaults.default_store()
-        self.clock = clock or Clock()
+        # Due times and start times are set on the store's clock (the database's), so a run
+        # started from a host whose wall clock is off is due when every runner thinks it is.
+        self.clock: Clock = clock or self.store.shared_clock
 
     def _handle(self, run: RunRecord, created: bool = False) -> RunHandle:
         return RunHandle(self, run, created)
@@ -128,6 +130,7 @@ class WorkflowClient:
         priority: int = 0,
         message: tuple[str, Any] | None = None,
     ) -> RunHandle:
+        await self.clock.anow()  # read the database's time now if due: start_args may not (in a loop)
         args = self.start_args(key, state, on_conflict, debounce, priority)
         first = self._first_message(message)
         with producer_span("start", self.name) as producer:
@@ -205,7 +208,7 @@ class RunHandle:
         return [r for r in self._client.store.list_runners() if r.alive(now)]
 
     async def arunners(self) -> list[RunnerRecord]:
-        now = self._client.clock.now()
+        now = await self._client.clock.anow()
         return [r for r in await self._client.store.alist_runners() if r.alive(now)]
 
     # --- messages ---
@@ -251,7 +254,7 @@ class RunHandle:
     ) -> Any:
         with producer_span("send", self.workflow, queue=queue, run_id=self.run_id) as producer:
             outgoing = self._outgoing(queue, body, producer.carrier, priority)
-            message = await self._client.store.asend(outgoing, now=self._client.clock.now())
+            message = await self._client.store.asend(outgoing, now=await self._client.clock.anow())
             producer.produced(message_id=message.id)
         return await self.aresponse(message.id, timeout=timeout) if wait else message
 
@@ -314,4 +317,4 @@ class RunHandle:
         return self._client.store.request_cancel(self.run_id, now=self._client.clock.now())
 
     async def acancel(self) -> RunRecord:
-        return await self._client.store.arequest_cancel(self.run_id, now=self._client.clock.now())
+        return await self._client.store.arequest_cancel(self.run_id, now=await self._client.clock.anow())

@@ -91,6 +91,7 @@ class Execution:
         sync_step_runner: SyncStepRunner = run_sync_step,
         dry_run: bool = False,
         messages: list[MessageRecord] | None = None,
+        lease_held: Callable[[], bool] | None = None,
     ) -> None:
         self.run = run
         self.definition = definition
@@ -119,6 +120,10 @@ class Execution:
         # consumes them (its lease), and a message that arrives after that read is not missed: a
         # run that suspends to wait is woken again when one is already there.
         self._resume_messages = messages
+        # Whether the runner surely still holds the run's lease (`leases.LeaseWatch`): asked
+        # before a step body starts. None: always (a dry run, a test driving the engine directly).
+        self._lease_held = lease_held
+        self.lease_doubted = False  # check_lease found the lease may have lapsed
 
     # --- the whole execution ---------------------------------------------------------------------
 
@@ -271,6 +276,14 @@ class Execution:
             elif self.interrupt_requested:
                 raise Interrupted()
         return decision
+
+    def check_lease(self) -> None:
+        """Before a step body starts: a runner that cannot be sure it still holds the run (it was
+        paused or cut off past its lease) abandons the execution, as a commit refused for a lost
+        lease does, instead of running the body beside the runner that took the run over."""
+        if self._lease_held is not None and not self._lease_held():
+            self.lease_doubted = True
+            raise Aborted()
 
     def raise_if_fatal(self) -> None:
         if self.fatal is not None:

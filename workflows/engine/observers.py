@@ -30,6 +30,7 @@ class RunnerSample:
     slots_used: int
     slots_free: int
     loop_lag: float  # seconds the event loop was late to wake a timer: a blocked loop shows here
+    clock_offset: float | None = None  # seconds the host's wall clock is ahead of the database's
 
 
 class Observer:

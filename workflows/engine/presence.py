@@ -84,6 +84,7 @@ def describe_self(
     lease_seconds: float,
     concurrency: int,
     now: dt.datetime,
+    clock_offset: float | None = None,
 ) -> RunnerRecord:
     """This process's presence record."""
     pid = os.getpid()
@@ -98,6 +99,7 @@ def describe_self(
         lease_seconds=lease_seconds,
         concurrency=concurrency,
         workflows=workflows,
+        clock_offset=clock_offset,
     )
 
 

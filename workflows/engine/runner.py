@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..core.clock import Clock
+from ..core.clock import AnchoredClock, Clock
 from ..core.exceptions import LeaseLost, StoreUnavailable
 from ..core.records import Commit, RunnerRecord, RunRecord
 from ..storage.base import Store
@@ -27,6 +27,7 @@ from . import defaults, presence
 from .client import RunHandle
 from .definition import Registry
 from .execution import Ended, Execution
+from .leases import LeaseWatch
 from .observers import Observer, Observers, RunnerSample
 from .scheduler import Scheduler
 
@@ -44,6 +45,7 @@ STORE_RETRY_MAX = 30.0  # seconds: ... up to this
 RUN_RETRY_MAX = 2.0  # seconds: an abandoned run is tried again at least this often
 SAMPLE_EVERY = 5.0  # seconds between the runner's samples of its slots and loop lag (observers)
 FORGET_RUNNERS_AFTER = dt.timedelta(days=1)  # presence records of runners dead this long go
+CLOCK_WARN_OFFSET = 1.0  # seconds: a host wall clock this far off the database's is logged
 
 
 class Runner:
@@ -62,12 +64,16 @@ class Runner:
         commit_hooks: list[CommitHook] | None = None,
         observers: list[Observer] | None = None,
         periodic: Sequence[Periodic] = (),
+        stall_check: bool = True,
     ) -> None:
+        """`clock` (default: the store's `shared_clock`, the database's time) takes every decision
+        other runners must agree on. `stall_check` False lets a runner start steps on a lease that
+        may have lapsed (only to see the multi-host tests fail)."""
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         self.registry = registry
         self.store = store
-        self.clock = clock or Clock()
+        self.clock: Clock = clock or store.shared_clock
         self.concurrency = concurrency
         self.lease_seconds = lease_seconds
         self.heartbeat_seconds = heartbeat_seconds
@@ -94,6 +100,8 @@ class Runner:
         self._caps = registry.concurrency_caps()  # workflow -> max runs of a group at once
         self._unparked = False  # runs set aside under older code put back in line (at start)
         self._claiming = 0  # free slots a claim in flight may fill (`start` leaves them to it)
+        self.leases = LeaseWatch(lease_seconds, enabled=stall_check)  # our leases' renewal times
+        self._clock_off = False  # this host's wall clock was last seen off the database's
 
     # --- control ---------------------------------------------------------------------------------
 
@@ -138,9 +146,12 @@ class Runner:
         with producer_span("start", workflow) as producer:
             if hold:
                 del args["concurrency_group"]
+                sent = self.leases.now()
                 run, created, held = await self.store.aget_or_create_held_run(
                     owner=self.owner, lease_seconds=self.lease_seconds, **args, trace_context=producer.carrier
                 )
+                if held:
+                    self.leases.renewed([run.id], sent)
             else:
                 run, created = await self.store.aget_or_create_run(**args, trace_context=producer.carrier)
             producer.produced(run_id=run.id, created=created)
@@ -161,6 +172,7 @@ class Runner:
 
     async def run(self, *, until_idle: bool = False) -> None:
         self._wake = asyncio.Event()
+        await self._read_clock()  # before the first claim: every lease is set on the database's time
         helpers = [asyncio.create_task(self._heartbeat_loop(), name="workflows-heartbeat")]
         if self.watch:
             helpers.append(asyncio.create_task(self.store.watch(self._poke), name="workflows-watch"))
@@ -210,6 +222,7 @@ class Runner:
     async def run_due(self) -> None:
         """Claim and execute until nothing is due at the clock's time (workflows.testing uses it)."""
         self._wake = self._wake or asyncio.Event()
+        self.leases.enabled = False  # no heartbeats here: one process, time driven by the caller
         await self._unpark_held()
         while True:
             claimed, _free = await self._claim()
@@ -238,6 +251,7 @@ class Runner:
             return 0, 0
         now = self.clock.now()
         self._claiming = free  # slots a start must leave to this claim while it is in flight
+        sent = self.leases.now()
         try:
             runs = await self.store.aclaim(
                 owner=self.owner,
@@ -251,6 +265,7 @@ class Runner:
             self._claiming = 0
         while self._timers and self._timers[0] <= now:  # due timers were just claimed (or taken)
             heapq.heappop(self._timers)
+        self.leases.renewed([run.id for run in runs], sent)
         for run in runs:
             self._tasks[run.id] = asyncio.create_task(self._execute(run), name=f"run-{run.id}")
         return len(runs), free
@@ -307,6 +322,7 @@ class Runner:
             logger.exception("run %s: execution failed; its lease will lapse", run.id)
         finally:
             self._tasks.pop(run.id, None)
+            self.leases.forget(run.id)
             self._poke()
 
     async def _execute_once(self, run: RunRecord) -> Ended:
@@ -331,6 +347,7 @@ class Runner:
             on_commit=lambda commit: self._on_commit(run, commit),
             sync_step_runner=defaults.sync_step_runner(),
             messages=messages,
+            lease_held=lambda: self.leases.held(run.id),
         )
         execution.interrupt_requested = self._stopping
         self._executions[run.id] = execution
@@ -341,10 +358,21 @@ class Runner:
         finally:
             self._executions.pop(run.id, None)
             self.observers.execution_ended(run, status=outcome.status, wake_at=outcome.wake_at)
+        if execution.lease_doubted:
+            await self._hand_back(run.id)
         if outcome.wake_at is not None:
             heapq.heappush(self._timers, outcome.wake_at)
         logger.debug("run %s: %s", run.id, outcome.status)
         return outcome
+
+    async def _hand_back(self, run_id: str) -> None:
+        """After this runner stopped a run for a lease that may have lapsed: if the run is still
+        ours after all (no one took it over while we were away), make it runnable at once rather
+        than leave it held until its lease runs out. A no-op when another runner holds it."""
+        try:
+            await self.store.arelease(owner=self.owner, run_ids=[run_id], now=self.clock.now())
+        except Exception as exc:  # its lease lapses on its own
+            logger.warning("run %s: could not hand it back (%s); its lease lapses on its own", run_id, exc)
 
     async def _retake(self, run_id: str) -> RunRecord | None:
         """After the store failed: the run as stored now (its state moved with what did land) if
@@ -354,9 +382,11 @@ class Runner:
         failures = 0
         while not self._stopping:
             try:
+                sent = self.leases.now()
                 held = await self.store.aheartbeat(
                     owner=self.owner, run_ids=[run_id], lease_seconds=self.lease_seconds, now=self.clock.now()
                 )
+                self.leases.renewed(held, sent)
                 if run_id not in held:
                     logger.warning("run %s: no longer held by this runner after the store failed", run_id)
                     return None
@@ -417,6 +447,7 @@ class Runner:
             lease_seconds=self.lease_seconds,
             concurrency=self.concurrency,
             now=now,
+            clock_offset=self.clock_offset,
         )
         try:
             await self.store.aregister_runner(me)
@@ -471,10 +502,11 @@ class Runner:
     async def _refresh_presence(self) -> None:
         if self._presence is None:
             return
-        now = self.clock.now()
+        now, offset = self.clock.now(), self.clock_offset
         try:
-            if not await self.store.atouch_runner(self.owner, now=now):  # forgotten: announce again
-                await self.store.aregister_runner(replace(self._presence, last_seen=now))
+            if not await self.store.atouch_runner(self.owner, now=now, clock_offset=offset):
+                # forgotten (taken for dead): announce again
+                await self.store.aregister_runner(replace(self._presence, last_seen=now, clock_offset=offset))
         except Exception as exc:
             logger.warning("runner %s: presence not refreshed: %s", self.owner, exc)
 
@@ -487,20 +519,49 @@ class Runner:
             logger.warning("runner %s: presence not removed (it shows as dead later): %s", self.owner, exc)
         self._presence = None
 
+    # --- the clock ------------------------------------------------------------------------------
+
+    @property
+    def clock_offset(self) -> float | None:
+        """Seconds this host's wall clock is ahead of the database's, as last measured."""
+        return self.clock.wall_offset if isinstance(self.clock, AnchoredClock) else None
+
+    async def _read_clock(self) -> None:
+        """Anchor the runner's clock to the database's time again (each heartbeat), and say when
+        this host's wall clock is off: nothing the runner decides rests on it, but logs, traces and
+        the host's other programs do."""
+        if not isinstance(self.clock, AnchoredClock):
+            return
+        anchor = await self.clock.arefresh(quiet=True)
+        if anchor is None:
+            return
+        off = abs(anchor.wall_offset) > CLOCK_WARN_OFFSET
+        if off and not self._clock_off:
+            logger.warning(
+                "runner %s: this host's wall clock is %+.1fs off the database's; the runner takes its"
+                " decisions on the database's clock, but fix the host's time (NTP)",
+                self.owner,
+                anchor.wall_offset,
+            )
+        self._clock_off = off
+
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_seconds)
+            await self._read_clock()
             await self._refresh_presence()
             ids = list(self._tasks)
             if not ids:
                 continue
             try:
+                sent = self.leases.now()
                 held = await self.store.aheartbeat(
                     owner=self.owner, run_ids=ids, lease_seconds=self.lease_seconds, now=self.clock.now()
                 )
             except Exception:
                 logger.exception("heartbeat failed")
                 continue
+            self.leases.renewed(held, sent)
             for run_id in ids:
                 execution = self._executions.get(run_id)
                 if run_id not in held:
@@ -525,6 +586,7 @@ class Runner:
                     slots_used=used,
                     slots_free=max(0, self.concurrency - used),
                     loop_lag=max(0.0, loop.time() - expected),
+                    clock_offset=self.clock_offset,
                 )
             )
 

@@ -88,11 +88,17 @@ async def step(
         await _give_up_after_lost_attempts(
             ex, scope, name, decision.position, decision.entry_id, input, attempt
         )
+    ex.check_lease()  # nothing starts on a lease that may have lapsed (a paused or cut-off runner)
     slot = None
     if limiter is not None:
         slot = await _admit(
             ex, limiter, scope, name, decision.position, decision.entry_id, input, attempt, timeout
         )
+        try:
+            ex.check_lease()  # the admission may have waited
+        except BaseException:
+            await _release(ex, slot, {})
+            raise
     started = ex.clock.now()
     first_started = decision.started_at or started
     step_ctx = StepContext(ex, name, input, attempt, scope)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..core.clock import AnchoredClock, Clock
 from ..core.concurrency import GroupUse
 from ..core.limits import Grant, Limiter
 from ..core.records import (
@@ -41,6 +43,18 @@ def _twin(name: str) -> Callable[..., Any]:
 
 
 class Store(ABC):
+    # --- time ---
+    def database_time(self) -> dt.datetime:
+        """The store's own clock, read now: the one clock every process sharing the store decides
+        on (`shared_clock`). This default, for a store inside this process: this host's wall clock."""
+        return dt.datetime.now(dt.UTC)
+
+    @functools.cached_property
+    def shared_clock(self) -> Clock:
+        """The clock of decisions other processes must agree on (leases, due times, claims,
+        schedule fires, limiter windows), anchored to `database_time`: one per store object."""
+        return AnchoredClock(self.database_time, self.adatabase_time)
+
     # --- runs ---
     @abstractmethod
     def get_or_create_run(
@@ -177,9 +191,10 @@ class Store(ABC):
         """Record a runner's presence (replacing any record of the same owner)."""
 
     @abstractmethod
-    def touch_runner(self, owner: str, *, now: dt.datetime) -> bool:
-        """Its heartbeat: `last_seen = now`. False when no record of `owner` is left (it was
-        forgotten as dead): the runner registers again."""
+    def touch_runner(self, owner: str, *, now: dt.datetime, clock_offset: float | None = None) -> bool:
+        """Its heartbeat: `last_seen = now` (and its wall clock's offset to the database's, when
+        measured). False when no record of `owner` is left (it was forgotten as dead): the runner
+        registers again."""
 
     @abstractmethod
     def unregister_runner(self, owner: str) -> None:
@@ -335,6 +350,7 @@ class Store(ABC):
     async def run_sync(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
 
+    adatabase_time = _twin("database_time")
     aget_or_create_run = _twin("get_or_create_run")
     aget_or_create_held_run = _twin("get_or_create_held_run")
     aget_run = _twin("get_run")

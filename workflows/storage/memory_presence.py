@@ -21,11 +21,13 @@ class MemoryPresence:
         with self._lock:
             self.runners[runner.owner] = replace(runner, workflows=copy.deepcopy(runner.workflows))
 
-    def touch_runner(self, owner: str, *, now: dt.datetime) -> bool:
+    def touch_runner(self, owner: str, *, now: dt.datetime, clock_offset: float | None = None) -> bool:
         with self._lock:
             if owner not in self.runners:
                 return False
-            self.runners[owner] = replace(self.runners[owner], last_seen=now)
+            runner = self.runners[owner]
+            offset = runner.clock_offset if clock_offset is None else clock_offset
+            self.runners[owner] = replace(runner, last_seen=now, clock_offset=offset)
             return True
 
     def unregister_runner(self, owner: str) -> None:

@@ -92,6 +92,12 @@ RUNNER_LOOP_LAG = Gauge(
     "How late the runner's event loop woke a timer at its last sample (a blocking step shows here).",
     multiprocess_mode="livemax",
 )
+RUNNER_CLOCK_OFFSET = Gauge(
+    "workflows_runner_clock_offset_seconds",
+    "How far the runner's host wall clock is ahead of the database's (negative: behind), last measured."
+    " The runner decides on the database's clock; an offset says the host's time needs fixing.",
+    multiprocess_mode="liveall",
+)
 
 # The usage shapes of OpenAI chat completions (prompt/completion) and of the newer APIs (input/output).
 TOKEN_KEYS = {
@@ -198,6 +204,8 @@ class MetricsObserver(Observer):
         RUNNER_SLOTS_USED.set(sample.slots_used)
         RUNNER_SLOTS_FREE.set(sample.slots_free)
         RUNNER_LOOP_LAG.set(sample.loop_lag)
+        if sample.clock_offset is not None:
+            RUNNER_CLOCK_OFFSET.set(sample.clock_offset)
 
 
 def observer() -> MetricsObserver:

@@ -73,6 +73,7 @@ class Command(BaseCommand):
             concurrency=concurrency,
             lease_seconds=conf.lease_seconds(),
             heartbeat_seconds=conf.heartbeat_seconds(),
+            stall_check=conf.stall_check(),
             commit_hooks=conf.commit_hooks(),
             observers=conf.observers(),
             periodic=_periodic(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from django.db import connection
 from django.db.models import Count
 
 from ...core.records import LIVE, RunnerRecord, RunStatus
@@ -27,11 +28,23 @@ def runner_record(row: RunnerPresence) -> RunnerRecord:
         lease_seconds=row.lease_seconds,
         concurrency=row.concurrency,
         workflows={name: list(versions) for name, versions in (row.workflows or {}).items()},
+        clock_offset=row.clock_offset,
     )
 
 
 class DjangoPresence:
-    """Mixed into DjangoStore (the Store interface's `runners' presence` methods)."""
+    """Mixed into DjangoStore (the Store interface's `runners' presence` methods, and the
+    database's time that runners decide on)."""
+
+    def database_time(self) -> dt.datetime:
+        """PostgreSQL: the server's clock (`clock_timestamp()`, not the transaction's start).
+        SQLite: its `'now'`, which is this host's clock: every process sharing the file shares it."""
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute("SELECT clock_timestamp()")
+                return cursor.fetchone()[0].astimezone(dt.UTC)
+            cursor.execute("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
+            return dt.datetime.fromisoformat(cursor.fetchone()[0]).replace(tzinfo=dt.UTC)
 
     def register_runner(self, runner: RunnerRecord) -> None:
         RunnerPresence(
@@ -45,10 +58,14 @@ class DjangoPresence:
             lease_seconds=runner.lease_seconds,
             concurrency=runner.concurrency,
             workflows=runner.workflows,
+            clock_offset=runner.clock_offset,
         ).save()
 
-    def touch_runner(self, owner: str, *, now: dt.datetime) -> bool:
-        return RunnerPresence.objects.filter(owner=owner).update(last_seen=now) > 0
+    def touch_runner(self, owner: str, *, now: dt.datetime, clock_offset: float | None = None) -> bool:
+        fields: dict[str, object] = {"last_seen": now}
+        if clock_offset is not None:
+            fields["clock_offset"] = clock_offset
+        return RunnerPresence.objects.filter(owner=owner).update(**fields) > 0
 
     def unregister_runner(self, owner: str) -> None:
         RunnerPresence.objects.filter(owner=owner).delete()

@@ -244,11 +244,13 @@ GROUP_LOCK = (
 # PostgreSQL: what the runs a claim took that ran before need to resume (their history, their
 # unconsumed messages), read in the claim's own pipeline and transaction, right after it, so a run
 # woken by a message pays one round trip before its first step, not two. The runs this claim
-# leased are those it left under this owner with its lease's expiry (an exact timestamp, indexed);
-# started before the claim's `now` means they ran before (a fresh run has nothing to read).
-_CLAIMED_BEFORE = (
-    "SELECT id FROM workflows_run WHERE wake_at = %s AND lease_owner = %s AND status = %s AND started_at < %s"
-)
+# leased are those it left under this owner with its lease's expiry (an exact timestamp, indexed).
+# Every one of them is read, fresh or not: which ran before is not told by comparing its first
+# start with the claim's `now` (a claimant whose clock is behind the first start's, or a clock
+# that stands still, read no history for a run that had one and replayed it from nothing). A
+# fresh run's read finds no entries; the caller keeps what it read for the runs that ran before.
+_CLAIMED_BEFORE = "SELECT id FROM workflows_run WHERE wake_at = %s AND lease_owner = %s AND status = %s"
+
 CLAIMED_HISTORY = (
     f"SELECT run_id, {{columns}} FROM workflows_entry WHERE run_id IN ({_CLAIMED_BEFORE}) AND NOT superseded"
     " ORDER BY run_id, scope, position"

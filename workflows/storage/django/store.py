@@ -34,6 +34,7 @@ from django.db import (
 )
 from django.db.models import Count, Q
 
+from ...core.clock import AnchoredClock, Clock
 from ...core.concurrency import GroupUse
 from ...core.exceptions import LeaseLost, RunNotFound
 from ...core.keys import key_identity, quoted
@@ -97,6 +98,19 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     database threads instead (one connection each): runs then wait on the database in parallel,
     and a call costs a plain executor hop. SQLite always gets one thread: it has one writer, and
     its change check (data_version) must ask the connection that writes."""
+
+    @property
+    def shared_clock(self) -> Clock:
+        """The database's clock (`Store.shared_clock`), one for the process (every Django store
+        reads the same database), unless `WORKFLOWS["CLOCK"]` is "local": this host's wall clock,
+        as before the engine took shared decisions on the database's (for one host only, or to
+        see the multi-host tests fail)."""
+        choice = getattr(settings, "WORKFLOWS", {}).get("CLOCK", "database")
+        if choice == "local":
+            return _LOCAL_CLOCK
+        if choice != "database":
+            raise ValueError(f'WORKFLOWS["CLOCK"] must be "database" or "local", not {choice!r}')
+        return _database_clock()
 
     def __init__(self, db_threads: int | None = None) -> None:
         self._executor: ThreadPoolExecutor | None = None
@@ -381,7 +395,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             lease_until = now + dt.timedelta(seconds=lease_seconds)
             lease = sql.claim_lease(owner, lease_until, now)
             claim = _claim_statement(sql.claim_due(workflows, limit, now), lease, lazy=True)
-            claimed_before = [sql.t(lease_until), owner, RunStatus.RUNNING, sql.t(now)]
+            claimed_before = [sql.t(lease_until), owner, RunStatus.RUNNING]
             rows = await self._reads.fetch(
                 [
                     (sql.GENERIC_PLAN, []),
@@ -632,6 +646,16 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             await notify.poll_data_version_in_loop(self._sqlite_loop.version, wake)
         else:
             await notify.watch(self.run_sync, wake)
+
+
+_LOCAL_CLOCK = Clock()
+
+
+@functools.cache
+def _database_clock() -> AnchoredClock:
+    """The process's reading of the database's time (any Django store reads it the same way)."""
+    store = DjangoStore()
+    return AnchoredClock(store.database_time, store.adatabase_time)
 
 
 def _claim(
