@@ -8,11 +8,11 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.db.models import Count
-from django.utils import timezone
 
 from workflows import conf
 from workflows.core.records import LIVE, RunnerRecord, RunStatus
 from workflows.engine.presence import serving
+from workflows.engine.runner import CLOCK_WARN_OFFSET
 from workflows.models import Run
 
 
@@ -27,6 +27,12 @@ class RunnerRow:
     runs_held: int
     concurrency: int
     workflows: list[str]  # "name (versions)" each
+    clock_offset: float | None  # its host's wall clock minus the database's, seconds (None: unknown)
+
+    @property
+    def clock_off(self) -> bool:
+        """Far enough off that the runner logs a warning: its host's time wants fixing (NTP)."""
+        return self.clock_offset is not None and abs(self.clock_offset) > CLOCK_WARN_OFFSET
 
 
 @dataclass
@@ -46,8 +52,11 @@ class Coverage:
 
 
 def coverage(now: dt.datetime | None = None) -> Coverage:
-    now = now or timezone.now()
-    runners = conf.default_store().list_runners()
+    """Judged on the database's clock, as runners judge each other: a page served from a host
+    whose clock is off still tells live runners from dead ones."""
+    store = conf.default_store()
+    now = now or store.shared_clock.now()
+    runners = store.list_runners()
     return Coverage(runners=runners, serving=serving(runners, now), now=now)
 
 
@@ -78,6 +87,7 @@ def runner_rows(cover: Coverage) -> list[RunnerRow]:
             runs_held=held.get(r.owner, 0),
             concurrency=r.concurrency,
             workflows=_known(r.workflows),
+            clock_offset=r.clock_offset,
         )
         for r in cover.runners
     ]

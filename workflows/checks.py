@@ -15,6 +15,8 @@ Settings (`settings.WORKFLOWS`, see workflows/conf.py):
     workflows.E020  RETENTION is not a dict of days (>= 0 or None) by status and "audited"
     workflows.E021  PRUNE_BATCH or MAX_VALUE_BYTES is not a positive integer (MAX_VALUE_BYTES
                     may be None: no limit)
+    workflows.E022  CLOCK is not "database" or "local"
+    workflows.W005  CLOCK is "local" or STALL_CHECK is off: a multi-host protection is switched off
     workflows.W001  an old flat setting (WORKFLOWS_REGISTRIES, ...) is set: it is no longer read
     workflows.W002  REGISTRIES is empty: there is nothing to run
 Metrics:
@@ -119,6 +121,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="workflows.E009",
             )
         )
+    errors += _check_protections(raw)
     trace_url = raw.get("TRACE_URL")
     if trace_url is not None and not (
         isinstance(trace_url, str)
@@ -143,6 +146,30 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 )
             )
     return errors
+
+
+def _check_protections(raw: Mapping) -> list[checks.CheckMessage]:
+    """The one clock and the stall check keep runners on many hosts from running a step twice;
+    switching either off is for a single host, or to see the multi-host tests fail."""
+    clock = raw.get("CLOCK", conf.DEFAULTS["CLOCK"])
+    if clock not in ("database", "local"):
+        return [
+            checks.Error(
+                f'WORKFLOWS["CLOCK"] must be "database" or "local", not {clock!r}.',
+                hint="The clock of decisions runners must agree on; see workflows/conf.py.",
+                id="workflows.E022",
+            )
+        ]
+    if clock == "local" or not raw.get("STALL_CHECK", True):
+        return [
+            checks.Warning(
+                'WORKFLOWS["CLOCK"] is "local" or WORKFLOWS["STALL_CHECK"] is off: runners on hosts'
+                " whose clocks disagree, or that pause past their lease, may run a step twice.",
+                hint="Leave both at their defaults unless every runner runs on one host.",
+                id="workflows.W005",
+            )
+        ]
+    return []
 
 
 def _check_durations(raw: Mapping) -> list[checks.CheckMessage]:

@@ -17,12 +17,19 @@ from workflows.testing import run_until_idle
 pytestmark = pytest.mark.django_db
 
 
-def announce(owner: str, *, workflows: dict[str, list[str]], seen_ago: float = 1.0, pid: int = 4242) -> None:
+def announce(
+    owner: str,
+    *,
+    workflows: dict[str, list[str]],
+    seen_ago: float = 1.0,
+    pid: int = 4242,
+    clock_offset: float | None = None,
+) -> None:
     conf.default_store().register_runner(
         RunnerRecord(
             owner=owner, host="box-1", pid=pid, started_at=now() - dt.timedelta(hours=1),
             last_seen=now() - dt.timedelta(seconds=seen_ago), lease_seconds=30.0, concurrency=4,
-            workflows=workflows,
+            workflows=workflows, clock_offset=clock_offset,
         )
     )  # fmt: skip
 
@@ -97,3 +104,16 @@ def test_a_finished_run_gets_no_banner(admin_client):
     run_until_idle(flows.registry)
     assert handle.info().status == "completed"
     assert banner(admin_client, handle.run_id) == (None, None)
+
+
+def test_dashboard__shows_each_runners_host_clock_offset_and_flags_one_off(admin_client):
+    announce("box-1:1:fast", workflows={"approval": ["v1"]}, clock_offset=-120.44, pid=1)
+    announce("box-1:2:good", workflows={"approval": ["v1"]}, clock_offset=0.004, pid=2)
+    announce("box-1:3:older", workflows={"approval": ["v1"]}, pid=3)  # a runner that never measured it
+    page = admin_client.get("/dashboard/").content.decode()
+    rows = {row.split('"')[0]: row for row in page.split('data-runner="')[1:]}
+    assert 'data-clock-offset="-120.440"' in rows["box-1:1:fast"] and "-120.4 s" in rows["box-1:1:fast"]
+    assert "wf-badge wf-lost\" title=\"off the database" in rows["box-1:1:fast"]
+    assert 'data-clock-offset="0.004"' in rows["box-1:2:good"] and "0.0 s" in rows["box-1:2:good"]
+    assert "off the database" not in rows["box-1:2:good"]
+    assert 'data-clock-offset=""' in rows["box-1:3:older"]

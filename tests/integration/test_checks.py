@@ -336,3 +336,26 @@ def test_retention_and_sizes__valid_settings_pass():
     }
     with override_settings(WORKFLOWS={"REGISTRIES": ["jobs.workflows.registry"], **given}):
         assert checks.check_settings() == []
+
+
+# --- the multi-host protections ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "expected_id"),
+    [
+        ({"CLOCK": "wall"}, "workflows.E022"),
+        ({"CLOCK": "local"}, "workflows.W005"),
+        ({"STALL_CHECK": False}, "workflows.W005"),
+    ],
+)
+def test_e022_w005__the_clock_and_the_stall_check(given, expected_id):
+    with override_settings(WORKFLOWS={"REGISTRIES": ["jobs.workflows.registry"], **given}):
+        [message] = checks.check_settings()
+    assert message.id == expected_id and "CLOCK" in message.msg
+
+
+def test_the_protections_on__no_message():
+    settings = {"REGISTRIES": ["jobs.workflows.registry"], "CLOCK": "database", "STALL_CHECK": True}
+    with override_settings(WORKFLOWS=settings):
+        assert checks.check_settings() == []

@@ -101,3 +101,4 @@ async def test_without_the_check_the_paused_runner_goes_on_to_the_next_step(capl
     # that is a side effect twice. (Here no other runner took it, so nothing else shows.)
     assert ledger == ["one", "two"] and releases == 0
     assert "its lease may have lapsed" not in caplog.text
+    assert store.get_run(run_id).status == "completed"
