@@ -23,6 +23,7 @@ from workflows.core.ids import short_run_id
 from workflows.models import AuditEntry, Run
 
 from . import access, actions, decisions, declarations, groups, runners, selectors
+from .replica_lists import ReadsListsFromReplica, list_alias
 
 
 class WorkflowFilter(admin.SimpleListFilter):
@@ -30,7 +31,12 @@ class WorkflowFilter(admin.SimpleListFilter):
     parameter_name = "workflow"
 
     def lookups(self, request, model_admin):
-        names = Run.objects.order_by("workflow").values_list("workflow", flat=True).distinct()
+        names = (
+            Run.objects.using(list_alias(request))
+            .order_by("workflow")
+            .values_list("workflow", flat=True)
+            .distinct()
+        )
         return [(n, n) for n in names]
 
     def queryset(self, request, queryset):
@@ -42,7 +48,7 @@ class VersionFilter(admin.SimpleListFilter):
     parameter_name = "version"
 
     def lookups(self, request, model_admin):
-        runs = Run.objects.order_by("workflow", "version")
+        runs = Run.objects.using(list_alias(request)).order_by("workflow", "version")
         if request.GET.get("workflow"):
             runs = runs.filter(workflow=request.GET["workflow"])
         pairs = runs.values_list("workflow", "version").distinct()
@@ -53,7 +59,7 @@ class VersionFilter(admin.SimpleListFilter):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ReadsListsFromReplica, admin.ModelAdmin):
     list_display = [
         "run_link",
         "workflow",
@@ -262,7 +268,7 @@ class RunAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadsListsFromReplica, admin.ModelAdmin):
     list_display = ["created_at", "run_link", "action_display", "actor", "reason"]
     list_filter = ["action", ("created_at", admin.DateFieldListFilter)]
     search_fields = ["actor", "reason"]

@@ -72,15 +72,17 @@ def percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[int(rank) - 1]
 
 
-def dashboard_stats(now: dt.datetime | None = None) -> DashboardStats:
+def dashboard_stats(now: dt.datetime | None = None, using: str | None = None) -> DashboardStats:
+    """`using`: the database alias read (a replica, workflows.read_source; None: the default)."""
     now = now or timezone.now()
     since = now - STATS_WINDOW
+    runs, entries = Run.objects.using(using), Entry.objects.using(using)
     counts = {status: 0 for status in RunStatus}
-    for row in Run.objects.order_by().values("status").annotate(n=Count("id")):
+    for row in runs.order_by().values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]
 
     finished = list(
-        Run.objects.filter(finished_at__gte=since, finished_at__lte=now)
+        runs.filter(finished_at__gte=since, finished_at__lte=now)
         .order_by()
         .values_list("id", "status", "finished_at")[:STATS_ROW_CAP]
     )
@@ -97,7 +99,7 @@ def dashboard_stats(now: dt.datetime | None = None) -> DashboardStats:
     failed_now = {run_id for run_id, status, _ in finished if status == RunStatus.FAILED}
     repaired: dict[Any, dt.datetime] = {}
     for run_id, failed_at in (
-        Entry.objects.filter(
+        entries.filter(
             superseded=True, status=EntryStatus.FAILED, finished_at__gte=since, finished_at__lte=now
         )
         .order_by()
@@ -119,18 +121,20 @@ def dashboard_stats(now: dt.datetime | None = None) -> DashboardStats:
         1 for run_id, status, _ in finished if status == RunStatus.COMPLETED and run_id not in repaired
     )
     failed = len(failed_now) + len(repaired)
-    attempt_counts = Attempt.objects.filter(finished_at__gte=since, finished_at__lte=now).aggregate(
-        total=Count("id"), failed=Count("id", filter=~Q(outcome="ok"))
+    attempt_counts = (
+        Attempt.objects.using(using)
+        .filter(finished_at__gte=since, finished_at__lte=now)
+        .aggregate(total=Count("id"), failed=Count("id", filter=~Q(outcome="ok")))
     )
     # Steps that succeeded at their first attempt store no attempt row (`Entry.attempt_history`).
-    attempt_counts["total"] += Entry.objects.filter(
+    attempt_counts["total"] += entries.filter(
         implied_attempts(), finished_at__gte=since, finished_at__lte=now
     ).count()
 
     durations: dict[tuple[str, str], list[float]] = defaultdict(list)
     retried: dict[tuple[str, str], int] = defaultdict(int)
     rows = (
-        Entry.objects.filter(
+        entries.filter(
             kind=Entry.Kind.STEP,
             status=Entry.Status.COMPLETED,
             superseded=False,
@@ -161,7 +165,7 @@ def dashboard_stats(now: dt.datetime | None = None) -> DashboardStats:
     return DashboardStats(
         counts=counts,
         total=sum(counts.values()),
-        started_last_hour=Run.objects.filter(created_at__gte=since).count(),
+        started_last_hour=runs.filter(created_at__gte=since).count(),
         finished_last_hour=len(finished),
         completed_last_hour=completed,
         failed_last_hour=failed,
@@ -193,11 +197,11 @@ class BacklogRow:
 BACKLOG_LATE = dt.timedelta(seconds=60)  # the oldest due run waiting longer is shown as late
 
 
-def backlog(now: dt.datetime | None = None) -> list[BacklogRow]:
+def backlog(now: dt.datetime | None = None, using: str | None = None) -> list[BacklogRow]:
     """Per workflow the server serves (and any other with runs behind): due and unclaimed runs,
     the oldest one's lateness, stalled runs, and the median schedule-to-start of runs started in
     the last 15 minutes (`started_at - created_at` from run rows)."""
-    rows = telemetry_backlog.backlog(now, workflows=conf.registry().names())
+    rows = telemetry_backlog.backlog(now, workflows=conf.registry().names(), using=using)
     return [
         BacklogRow(
             workflow=row.workflow,
@@ -234,12 +238,17 @@ class Decision:
     queues: list[DecisionQueue]
 
 
-def awaiting_decision(limit: int = 20) -> list[Decision]:
+def awaiting_decision(limit: int = 20, using: str | None = None) -> list[Decision]:
     """Runs waiting right now on a decision queue (`queue(..., choices=...)`) of the definition
     they run, oldest wait first. Only the (workflow, version) pairs that declare one are read; the
     queues a wait listens to live in its JSON input, so they are matched here rather than with a
     JSON lookup SQLite lacks. A workflow no registry of this server names declares nothing."""
-    pairs = Run.objects.filter(status=RunStatus.WAITING).order_by().values_list("workflow", "version")
+    pairs = (
+        Run.objects.using(using)
+        .filter(status=RunStatus.WAITING)
+        .order_by()
+        .values_list("workflow", "version")
+    )
     declared: dict[tuple[str, str], tuple[Workflow | None, dict[str, list[str]]]] = {}
     for workflow, version in pairs.distinct():
         definition = declarations.definition(workflow, version)
@@ -252,7 +261,8 @@ def awaiting_decision(limit: int = 20) -> list[Decision]:
     for workflow, version in declared:
         of_declared |= Q(run__workflow=workflow, run__version=version)
     waits = (
-        Entry.objects.filter(
+        Entry.objects.using(using)
+        .filter(
             of_declared,
             kind=Entry.Kind.QUEUE,
             status=EntryStatus.WAITING,

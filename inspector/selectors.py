@@ -87,26 +87,31 @@ def run_summary(run: Run, now: dt.datetime | None = None) -> dict[str, Any]:
     }
 
 
-def recent_runs(limit: int = RECENT_RUNS) -> list[Run]:
-    return list(with_progress(Run.objects.order_by("-created_at"))[:limit])
+# The list reads take `using`: the database alias read (the dashboard's may be a replica,
+# workflows.read_source); None is the default database.
 
 
-def runs_changed_since(since: dt.datetime, limit: int = 1000) -> list[Run]:
+def recent_runs(limit: int = RECENT_RUNS, using: str | None = None) -> list[Run]:
+    return list(with_progress(Run.objects.using(using).order_by("-created_at"))[:limit])
+
+
+def runs_changed_since(since: dt.datetime, limit: int = 1000, using: str | None = None) -> list[Run]:
     """Runs created or changed at or after `since`, oldest change first. A step's commit moves
     only `updated_at` (not indexed), and only running runs commit steps: those are few, found by
     status; every other change moves the indexed `transitioned_at`."""
     changed = Q(transitioned_at__gte=since) | Q(status=Run.Status.RUNNING, updated_at__gte=since)
-    return list(with_progress(Run.objects.filter(changed).order_by("updated_at"))[:limit])
+    return list(with_progress(Run.objects.using(using).filter(changed).order_by("updated_at"))[:limit])
 
 
-def runs_by_id(ids: list[str]) -> list[Run]:
+def runs_by_id(ids: list[str], using: str | None = None) -> list[Run]:
     ids = [i for i in (parse_run_id(x) for x in ids) if i]
-    return list(with_progress(Run.objects.filter(id__in=ids)))
+    return list(with_progress(Run.objects.using(using).filter(id__in=ids)))
 
 
-def latest_change() -> dt.datetime:
-    moved = Run.objects.aggregate(m=Max("transitioned_at"))["m"]
-    stepped = Run.objects.filter(status=Run.Status.RUNNING).aggregate(m=Max("updated_at"))["m"]
+def latest_change(using: str | None = None) -> dt.datetime:
+    runs = Run.objects.using(using)
+    moved = runs.aggregate(m=Max("transitioned_at"))["m"]
+    stepped = runs.filter(status=Run.Status.RUNNING).aggregate(m=Max("updated_at"))["m"]
     return max((t for t in (moved, stepped) if t is not None), default=None) or timezone.now()
 
 

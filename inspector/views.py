@@ -8,6 +8,7 @@ from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from workflows import read_source
 from workflows.core.records import RUNNER_DEAD_AFTER_LEASES
 
 from . import dashboard_selectors, groups, runners, selectors
@@ -22,21 +23,38 @@ def _context(request, **extra):
 
 @view_runs_required
 def dashboard(request):
+    # The figures, backlog, decisions and runs read WORKFLOWS["READ_DATABASE"] (a replica, its lag
+    # shown); the runners, limiters and groups are the store's reads of what holds now: the primary.
+    figures, source = read_source.read(_figures)
+    decisions, source = read_source.read(
+        lambda using: [_with_buttons(d) for d in dashboard_selectors.awaiting_decision(using=using)], source
+    )
+    runs, source = read_source.read(
+        lambda using: [selectors.run_summary(r) for r in selectors.recent_runs(using=using)], source
+    )
     return TemplateResponse(
         request,
         "inspector/dashboard.html",
         _context(
             request,
             title="Operator dashboard",
-            stats=dashboard_selectors.dashboard_stats(),
-            backlog=dashboard_selectors.backlog(),
+            **figures,
+            read_source=source,
             **_presence(),
-            runs=[selectors.run_summary(r) for r in selectors.recent_runs()],
-            decisions=[_with_buttons(d) for d in dashboard_selectors.awaiting_decision()],
+            runs=runs,
+            decisions=decisions,
             limiters=dashboard_selectors.limiter_use(),
             groups=groups.group_uses(),
         ),
     )
+
+
+def _figures(using: str) -> dict:
+    """The last hour's figures and the backlog, read from `using`."""
+    return {
+        "stats": dashboard_selectors.dashboard_stats(using=using),
+        "backlog": dashboard_selectors.backlog(using=using),
+    }
 
 
 def _presence() -> dict:
@@ -65,14 +83,9 @@ def _with_buttons(decision: dashboard_selectors.Decision) -> dict:
 
 @view_runs_required
 def stats_fragment(request):
+    figures, source = read_source.read(_figures)
     return TemplateResponse(
-        request,
-        "inspector/_stats.html",
-        {
-            "stats": dashboard_selectors.dashboard_stats(),
-            "backlog": dashboard_selectors.backlog(),
-            **_presence(),
-        },
+        request, "inspector/_stats.html", {**figures, "read_source": source, **_presence()}
     )
 
 

@@ -17,10 +17,11 @@ import uuid
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
+from django.http import HttpResponse
 from ninja import Field, Path, Query, Router, Schema, Status
 from pydantic import AfterValidator, ConfigDict, field_validator
 
-from . import conf, operations, selectors
+from . import conf, operations, read_source, selectors
 from .api_auth import ApiKeyAuth
 from .core.jsonvalue import unstorable
 from .core.records import RunStatus
@@ -338,10 +339,15 @@ async def call_action(request, run_id: str, action: str):
 
 
 @router.get("/runs", response={200: RunPageOut, **AUTH, **INVALID}, summary="List runs")
-def list_runs(request, filters: Query[RunFilters]):
+def list_runs(request, response: HttpResponse, filters: Query[RunFilters]):
     """Newest first, without state and result. Pages are stable: runs created meanwhile never
-    shift them. 422: an unknown status, a bad time or cursor, a limit over 200."""
-    return selectors.run_list(**filters.dict())
+    shift them. 422: an unknown status, a bad time or cursor, a limit over 200. Read from the
+    read database when one is configured: `X-Data-Source` says which (`primary` or `replica`,
+    with `replay-paused` or `replica-unavailable`), `X-Data-Age` how many seconds behind."""
+    page, found = read_source.read(lambda using: selectors.run_list(**filters.dict(), using=using))
+    for name, value in found.headers().items():
+        response[name] = value
+    return page
 
 
 @router.get("/runs/{run_id}", response={200: RunDetailOut, **AUTH, **NOT_FOUND}, summary="Read one run")

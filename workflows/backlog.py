@@ -47,26 +47,33 @@ def live_counts() -> dict[tuple[str, str], int]:
 
 
 def backlog(
-    now: dt.datetime | None = None, workflows: list[str] | None = None, *, lateness: bool = True
+    now: dt.datetime | None = None,
+    workflows: list[str] | None = None,
+    *,
+    lateness: bool = True,
+    using: str | None = None,
 ) -> list[Backlog]:
     """Per workflow (those named, plus any with something to show), sorted by name. Without
-    `lateness` the recent runs' start lateness is not read (`/metrics` has it as a histogram)."""
+    `lateness` the recent runs' start lateness is not read (`/metrics` has it as a histogram).
+    `using`: the database alias read (the dashboard's may be a replica, workflows.read_source)."""
     now = now or timezone.now()
     due_rows = (
-        Run.objects.filter(wake_at__lte=now, status__in=[RunStatus.PENDING, RunStatus.WAITING])
+        Run.objects.using(using)
+        .filter(wake_at__lte=now, status__in=[RunStatus.PENDING, RunStatus.WAITING])
         .order_by()
         .values_list("workflow")
         .annotate(n=Count("id"), oldest=Min("wake_at"))
     )
     due = {workflow: (n, oldest) for workflow, n, oldest in due_rows}
     stalled_rows = (
-        Run.objects.filter(wake_at__lte=now, status=RunStatus.RUNNING)
+        Run.objects.using(using)
+        .filter(wake_at__lte=now, status=RunStatus.RUNNING)
         .order_by()
         .values_list("workflow")
         .annotate(n=Count("id"))
     )
     stalled = dict(stalled_rows)
-    late = _start_lateness(now) if lateness else {}
+    late = _start_lateness(now, using) if lateness else {}
     names = sorted(set(workflows or []) | set(due) | set(stalled) | set(late))
     found = []
     for name in names:
@@ -85,11 +92,12 @@ def backlog(
     return found
 
 
-def _start_lateness(now: dt.datetime) -> dict[str, list[float]]:
+def _start_lateness(now: dt.datetime, using: str | None = None) -> dict[str, list[float]]:
     """started_at - created_at of the runs first started in the last RECENT_WINDOW, by workflow."""
     since = now - RECENT_WINDOW
     started = (
-        Run.objects.filter(transitioned_at__gte=since, started_at__gte=since, started_at__lte=now)
+        Run.objects.using(using)
+        .filter(transitioned_at__gte=since, started_at__gte=since, started_at__lte=now)
         .order_by()
         .values_list("workflow", "created_at", "started_at")[:RECENT_ROW_CAP]
     )

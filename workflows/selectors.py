@@ -79,10 +79,12 @@ def run_list(
     created_before: dt.datetime | None = None,
     cursor: str | None = None,
     limit: int = 50,
+    using: str | None = None,
 ) -> RunPage:
-    """Runs newest first, filtered; state and result are left out (read one run for those)."""
+    """Runs newest first, filtered; state and result are left out (read one run for those).
+    `using`: the database alias read (`GET /api/runs` may read a replica, workflows.read_source)."""
     limit = max(1, min(limit, MAX_PAGE))
-    runs = Run.objects.defer("state", "result").order_by("-created_at", "-id")
+    runs = Run.objects.using(using).defer("state", "result").order_by("-created_at", "-id")
     if workflow:
         runs = runs.filter(workflow=workflow)
     if status:
