@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
@@ -20,6 +21,7 @@ import psycopg
 from tests.support import free_port
 
 PG_USER = "postgres"
+BENCH_NET = "198.18.0.0/15"  # the only network besides loopback a cluster with `listen` trusts
 
 
 def _bin(name: str) -> str:
@@ -42,11 +44,16 @@ def available() -> bool:
 
 
 class PrivateCluster:
-    """`start()`, then `url()` for DATABASE_URL; `terminate_backends()`, `restart()`, `stop()`."""
+    """`start()`, then `url()` for DATABASE_URL; `terminate_backends()`, `restart()`, `stop()`.
 
-    def __init__(self, *, max_connections: int = 100) -> None:
+    `listen`: more addresses to listen on besides 127.0.0.1 (the multi-host bed's veth addresses
+    in 198.18.0.0/15, which must exist before `start()`); with it, pg_hba.conf also trusts clients
+    from 198.18.0.0/15 (RFC 2544's benchmarking range, never routed beyond this machine)."""
+
+    def __init__(self, *, max_connections: int = 100, listen: Sequence[str] = ()) -> None:
         self.port = free_port()
         self.max_connections = max_connections
+        self.listen = tuple(listen)
         self.root = Path(tempfile.mkdtemp(prefix="wf-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
@@ -65,6 +72,9 @@ class PrivateCluster:
     def start(self) -> PrivateCluster:
         if not self.data.exists():
             self._as_postgres(_bin("initdb"), "-D", str(self.data), "-U", PG_USER, "-A", "trust", "--no-sync")
+            if self.listen:
+                with open(self.data / "pg_hba.conf", "a") as hba:
+                    hba.write(f"host all all {BENCH_NET} trust\n")
         self._pg_ctl("start", "-w", "-t", "60", "-l", str(self.log), "-o", self._options())
         self._wait_ready()
         with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
@@ -74,7 +84,8 @@ class PrivateCluster:
 
     def _options(self) -> str:
         return (
-            f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+            f"-p {self.port} -k {self.socket_dir} -c listen_addresses={','.join(('127.0.0.1', *self.listen))}"
+            " -c fsync=off"
             f" -c synchronous_commit=off -c full_page_writes=off -c max_connections={self.max_connections}"
         )
 

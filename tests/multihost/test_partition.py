@@ -1,0 +1,58 @@
+"""A runner cut off from the database (an iptables blackhole inside its namespace, or its link
+down) for over 2 leases while it holds runs, then healed. The others take its runs over; the
+checks hold (tests/multihost/checks.py); the healed runner takes new work and logs no traceback.
+
+Its runs pause 5 s before their second step on its host (only there), so when the cut comes it
+is between two steps, and that pause ends after the others took the run over: a runner that
+does not check its lease before a step would begin one then, and the ledger shows it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.support import wait_for
+
+from .bed import LEASE
+from .checks import assert_no_traceback, assert_runs_correct, chain_steps
+from .test_stall import in_gap, taken_over
+
+RUNS = 15
+NEW = 16
+
+
+@pytest.mark.parametrize("kind", ["blackhole", "link"])
+def test_a_runner_cut_off_then_healed__others_take_over_and_it_rejoins(bed, kind):
+    victim, *_others = bed.runners()
+    keys = [f"{kind[:2]}{i:02d}" for i in range(RUNS)]
+    state = {"steps": 3, "work": 0.1, "gap": 5.0, "gap_hosts": ["h1"], "gap_before": ["s1"]}
+    bed.start("chain", [[k] for k in keys], state)
+    run = wait_for(lambda: in_gap(bed, victim, 1.0), 20, "h1 to pause between two steps of a run")
+    fault = bed.fault(victim, kind)
+    held = bed.held_by(victim)
+    assert run in held
+    wait_for(
+        lambda: time.monotonic() - fault.start > 2.5 * LEASE and not set(held) & set(bed.held_by(victim)),
+        30,
+        "the other runners to take over every run of the cut-off one, 2.5 leases on",
+    )
+    bed.undo(victim, fault)
+    steps = chain_steps(dict.fromkeys(keys, 3))
+    assert_runs_correct(bed, steps)
+    assert taken_over(bed, victim, run, fault.start)
+
+    # Back on the network, it takes new work: runs long enough that the other two cannot drain
+    # them all before it claims (they have 8 slots; 16 runs of 1.5 s each).
+    assert fault.end is not None
+    healed = fault.end
+    new = [f"{kind[:2]}-new{i:02d}" for i in range(NEW)]
+    bed.start("chain", [[k] for k in new], {"steps": 3, "work": 0.5})
+    wait_for(
+        lambda: any(b.host == "h1" and b.begin > healed and b.run in new for b in bed.ledger().bodies),
+        45,
+        "the healed runner to begin a step of a new run",
+    )
+    assert_runs_correct(bed, {**steps, **chain_steps(dict.fromkeys(new, 3))})
+    assert victim.alive()
+    assert_no_traceback(victim)
