@@ -47,7 +47,21 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     processes tests start (runners, daphne) keep the pool, as in production."""
     from django.conf import settings
 
-    settings.DATABASES["default"].get("OPTIONS", {}).pop("pool", None)
+    for database in settings.DATABASES.values():  # the read replica's too (READ_DATABASE_URL)
+        database.get("OPTIONS", {}).pop("pool", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _lists_read_the_primary():
+    """With READ_DATABASE_URL set, config/settings.py adds the alias "replica" (a test mirror of the
+    default database: it gets no test database of its own) and points WORKFLOWS["READ_DATABASE"] at
+    it. A test's rows sit in its transaction on the default connection, which another connection
+    cannot see, so the suite's lists read the primary; the replica's tests set their own
+    (tests/inspector/test_read_database.py, tests/acceptance/test_read_replica.py)."""
+    from django.conf import settings
+
+    if settings.configured and isinstance(getattr(settings, "WORKFLOWS", None), dict):
+        settings.WORKFLOWS["READ_DATABASE"] = None
 
 
 @pytest.fixture(autouse=True)
