@@ -341,13 +341,9 @@ async def call_action(request, run_id: str, action: str):
 @router.get("/runs", response={200: RunPageOut, **AUTH, **INVALID}, summary="List runs")
 def list_runs(request, response: HttpResponse, filters: Query[RunFilters]):
     """Newest first, without state and result. Pages are stable: runs created meanwhile never
-    shift them. 422: an unknown status, a bad time or cursor, a limit over 200. Read from the
-    read database when one is configured: `X-Data-Source` says which (`primary` or `replica`,
-    with `replay-paused` or `replica-unavailable`), `X-Data-Age` how many seconds behind."""
-    page, found = read_source.read(lambda using: selectors.run_list(**filters.dict(), using=using))
-    for name, value in found.headers().items():
-        response[name] = value
-    return page
+    shift them. 422: an unknown status, a bad time or cursor, a limit over 200. Read from
+    READ_DATABASE when set: `X-Data-Source` and `X-Data-Age` (seconds behind) say so."""
+    return read_source.read_into(response, lambda using: selectors.run_list(**filters.dict(), using=using))
 
 
 @router.get("/runs/{run_id}", response={200: RunDetailOut, **AUTH, **NOT_FOUND}, summary="Read one run")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.http import HttpResponse
 from django.utils.connection import ConnectionDoesNotExist
 
 from . import conf
@@ -147,6 +148,15 @@ def read(
     except DatabaseError as exc:
         fallback = _failed(found.alias, "a read failed", exc)
         return fn(DEFAULT_DB_ALIAS), fallback
+
+
+def read_into(response: HttpResponse, fn: Callable[[str], T]) -> T:
+    """`read(fn)` for an API list: where it read and how old that is go in `response`'s headers
+    (X-Data-Source, X-Data-Age), so the JSON body keeps its shape."""
+    result, found = read(fn)
+    for name, value in found.headers().items():
+        response[name] = value
+    return result
 
 
 def failed(found: ReadSource, exc: BaseException) -> ReadSource:
