@@ -120,3 +120,16 @@ def dead_predecessors(me: RunnerRecord, runners: list[RunnerRecord]) -> list[Run
 def serving(runners: list[RunnerRecord], now: dt.datetime) -> set[str]:
     """The workflows some live runner knows."""
     return {name for r in runners if r.alive(now) for name in r.workflows}
+
+
+def knower_of(
+    workflow: str, version: str, mine: dict[str, list[str]], runners: list[RunnerRecord], now: dt.datetime
+) -> RunnerRecord | None:
+    """During a rolling deploy: a live runner that registers `version` of `workflow` when this
+    one does not (a run started by newer code), so this runner leaves the run to it instead of
+    executing it with its own latest definition, which could diverge from the run's history.
+    None when this runner knows the version, or no live runner does (a retired version: the
+    latest definition executes it, as always)."""
+    if not version or version in mine.get(workflow, ()):
+        return None
+    return next((r for r in runners if r.alive(now) and version in r.workflows.get(workflow, ())), None)

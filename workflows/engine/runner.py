@@ -20,7 +20,7 @@ from typing import Any
 
 from ..core.clock import AnchoredClock, Clock
 from ..core.exceptions import LeaseLost, StoreUnavailable
-from ..core.records import Commit, RunnerRecord, RunRecord
+from ..core.records import Commit, RunnerRecord, RunRecord, RunStatus, Transition
 from ..storage.base import Store
 from ..telemetry.tracing import producer_span
 from . import defaults, presence
@@ -46,6 +46,7 @@ RUN_RETRY_MAX = 2.0  # seconds: an abandoned run is tried again at least this of
 SAMPLE_EVERY = 5.0  # seconds between the runner's samples of its slots and loop lag (observers)
 FORGET_RUNNERS_AFTER = dt.timedelta(days=1)  # presence records of runners dead this long go
 CLOCK_WARN_OFFSET = 1.0  # seconds: a host wall clock this far off the database's is logged
+DEFER_SECONDS = 2.0  # a run of a version this runner does not know waits this long for one that does
 
 
 class Runner:
@@ -95,6 +96,8 @@ class Runner:
         self._stopping = False
         self._presence: RunnerRecord | None = None  # as registered in the store
         self._unserved: set[str] = set()  # workflows already reported as served by no live runner
+        self._runners: list[RunnerRecord] = []  # every runner's presence, as last read
+        self._deferred: set[tuple[str, str]] = set()  # (workflow, version) left to others, said once
         self._dead: set[str] = set()  # runners of this host found dead: their runs were taken over
         self._announce_at = 0.0  # loop time of the next try to record this runner's presence
         self._caps = registry.concurrency_caps()  # workflow -> max runs of a group at once
@@ -335,6 +338,8 @@ class Runner:
                 lost_at=run.lease_lapsed_at,
                 now=self.clock.now(),
             )
+        if await self._defer_unknown_version(run):
+            return Ended("deferred")
         history, messages = ([], None) if run.fresh else await self.store.aload_resume(run.id)
         execution = Execution(
             run=run,
@@ -364,6 +369,34 @@ class Runner:
             heapq.heappush(self._timers, outcome.wake_at)
         logger.debug("run %s: %s", run.id, outcome.status)
         return outcome
+
+    async def _defer_unknown_version(self, run: RunRecord) -> bool:
+        """A run of a version this runner's code lacks, which a live runner knows (newer code in a
+        rolling deploy): put it back, due in DEFER_SECONDS, for a runner that knows it."""
+        knower = presence.knower_of(
+            run.workflow, run.version, self.registry.versions(), self._runners, self.clock.now()
+        )
+        if knower is None:
+            return False
+        if (run.workflow, run.version) not in self._deferred:
+            self._deferred.add((run.workflow, run.version))
+            logger.warning(
+                "runner %s: runs of %s version %r are left to runners that know that version (%s):"
+                " this runner's code has %s",
+                self.owner, run.workflow, run.version, knower.owner,
+                ", ".join(map(repr, self.registry.versions().get(run.workflow, []))),
+            )  # fmt: skip
+        later = self.clock.now() + dt.timedelta(seconds=DEFER_SECONDS)
+        try:
+            await self.store.acommit(
+                run_id=run.id,
+                owner=self.owner,
+                commit=Commit(transition=Transition(status=RunStatus.PENDING, wake_at=later)),
+                now=self.clock.now(),
+            )
+        except (LeaseLost, StoreUnavailable):
+            pass  # not ours any more, or its lease lapses on its own
+        return True
 
     async def _hand_back(self, run_id: str) -> None:
         """After this runner stopped a run for a lease that may have lapsed: if the run is still
@@ -474,7 +507,7 @@ class Runner:
 
     async def _take_over_and_report(self, me: RunnerRecord) -> None:
         now = self.clock.now()
-        runners = await self.store.alist_runners()
+        runners = self._runners = await self.store.alist_runners()
         for dead in presence.dead_predecessors(me, runners):
             expired = await self.store.aexpire_leases(dead.owner, lapsed_at=dead.last_seen, now=now)
             self._dead.add(dead.owner)
