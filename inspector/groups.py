@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.utils import timezone
 
 from workflows import conf
 from workflows.core.concurrency import GroupUse
@@ -20,13 +19,14 @@ def group_uses(now: dt.datetime | None = None) -> list[GroupUse]:
     caps = conf.registry().concurrency_caps()
     if not caps:
         return []
-    return conf.default_store().concurrency_use(caps, now=now or timezone.now())[:GROUPS_SHOWN]
+    store = conf.default_store()  # "executing" means under a live lease: judged on the database's clock
+    return store.concurrency_use(caps, now=now or store.shared_clock.now())[:GROUPS_SHOWN]
 
 
 def slot_wait(run: Run, now: dt.datetime | None = None) -> str | None:
     """ "Waiting for a slot in group G (2/2 running)" for a run that is due but held back because
     its group is full; None otherwise."""
-    now = now or timezone.now()
+    now = now or conf.default_store().shared_clock.now()
     group = run.concurrency_group
     held = run.held_at is not None or (run.wake_at is not None and run.wake_at <= now)
     if group is None or run.status == Run.Status.RUNNING or not held:

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..core.clock import Clock
 from ..core.records import Commit, RunRecord
 
 logger = logging.getLogger(__name__)
@@ -35,6 +36,10 @@ class RunnerSample:
 
 class Observer:
     """Override what you need; every method's default does nothing."""
+
+    def attached(self, *, clock: Clock) -> None:
+        """A runner that will report to this observer starts; `clock` is the one it decides on
+        (the database's time): what to measure a run's age against, as run times are on it."""
 
     def execution_started(self, run: RunRecord, *, owner: str, claimed_at: dt.datetime) -> None:
         """A runner claimed `run` and executes it now (`run.fresh`: its first execution;
@@ -63,6 +68,13 @@ class Observers(Observer):
 
     def __bool__(self) -> bool:
         return bool(self.observers)
+
+    def attached(self, *, clock: Clock) -> None:
+        for observer in self.observers:
+            try:
+                observer.attached(clock=clock)
+            except Exception:
+                logger.exception("observer %r failed (ignored)", observer)
 
     def execution_started(self, run: RunRecord, *, owner: str, claimed_at: dt.datetime) -> None:
         for observer in self.observers:

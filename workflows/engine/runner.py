@@ -85,6 +85,7 @@ class Runner:
         self.periodic = list(periodic)
         self._hook_tasks: set[asyncio.Task[None]] = set()
         self.observers = Observers(observers or [])
+        self.observers.attached(clock=self.clock)
         # Wake times of the runs this runner suspended: it wakes for them without asking the store.
         self._timers: list[dt.datetime] = []
         self.schedule_check = min(IDLE_POLL, lease_seconds / 2)  # seconds between reads of the schedule

@@ -149,6 +149,9 @@ class MetricsObserver(Observer):
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or Clock()  # when a run ended (a commit carries no time of its own)
+
+    def attached(self, *, clock: Clock) -> None:
+        self.clock = clock  # run times are on the runner's clock (the database's): so are durations
         self._steps: dict[str, set[str]] = {}
         self._lock = threading.Lock()
 
