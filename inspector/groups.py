@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-
 from workflows import conf
 from workflows.core.concurrency import GroupUse
 from workflows.models import Run
