@@ -3,7 +3,8 @@
 Each host is a namespace `wfmh-<session>-<name>` joined to this machine's own namespace by a veth
 pair addressed from 198.18.0.0/15 only (RFC 2544's benchmarking range): a /30 per host, the host
 side `.1` (where PostgreSQL and the delaying proxy listen), the namespace side `.2`. A namespace
-gets no default route, so a process in it can reach its own loopback and its /30, nothing else.
+gets no default route and an iptables guard, so a process in it reaches its own loopback and
+198.18.0.0/15 (in practice its own /30), nothing else.
 Faults: a blackhole (iptables DROP inside the namespace, both ways), and the host-side link down.
 Everything is removed by `Network.destroy()`, and by an atexit hook for a session cut short.
 """
@@ -84,10 +85,24 @@ class Host:
             'hostname "$0" && exec "$@"', self.netns,
         ]  # fmt: skip
 
+    def iptables(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return sh("ip", "netns", "exec", self.netns, "iptables", *args, check=check)
+
+    def guard(self) -> None:
+        """Inside the namespace, refuse any destination but loopback and 198.18.0.0/15 (there is
+        no default route either: this makes a mistake loud instead of silent)."""
+        self.iptables("-A", "OUTPUT", "-d", "127.0.0.0/8", "-j", "ACCEPT")
+        self.iptables("-A", "OUTPUT", "-d", str(BENCH_NET), "-j", "ACCEPT")
+        self.iptables("-A", "OUTPUT", "-j", "REJECT")
+
+    def _drops(self) -> list[tuple[str, str]]:
+        return [("OUTPUT", "-d"), ("INPUT", "-s")]
+
     def blackhole(self) -> None:
-        """Drop every packet between this namespace and the machine's end of its link."""
-        for chain, way in (("OUTPUT", "-d"), ("INPUT", "-s")):
-            sh("ip", "netns", "exec", self.netns, "iptables", "-A", chain, way, self.gateway, "-j", "DROP")
+        """Drop every packet between this namespace and the machine's end of its link (rules
+        put first, before the guard's)."""
+        for chain, way in self._drops():
+            self.iptables("-I", chain, "1", way, self.gateway, "-j", "DROP")
         self.faults.append("blackhole")
 
     def link_down(self) -> None:
@@ -95,8 +110,10 @@ class Host:
         self.faults.append("link down")
 
     def heal(self) -> None:
-        """Undo every fault (idempotent): flush the namespace's rules, bring the link up."""
-        sh("ip", "netns", "exec", self.netns, "iptables", "-F", check=False)
+        """Undo every fault (idempotent): delete the blackhole's rules, bring the link up."""
+        for chain, way in self._drops():
+            while self.iptables("-D", chain, way, self.gateway, "-j", "DROP", check=False).returncode == 0:
+                pass
         sh("ip", "link", "set", self.link, "up", check=False)
         self.faults.clear()
 
@@ -126,6 +143,9 @@ class Network:
         sh("ip", "-n", netns, "addr", "add", f"{addr}/30", "dev", "eth0")
         sh("ip", "-n", netns, "link", "set", "eth0", "up")
         sh("ip", "-n", netns, "link", "set", "lo", "up")
+        host.guard()
+        routes = sh("ip", "-n", netns, "route", "show").stdout
+        assert "default" not in routes, routes
         return host
 
     def destroy(self) -> None:
