@@ -128,3 +128,30 @@ def test_a_wall_clock_that_agrees_with_the_databases_is_read_as_it_is_until_it_j
     real_time = time.time
     monkeypatch.setattr(time, "time", lambda: real_time() + 60)  # NTP steps the wall clock 60 s ahead
     assert abs(clock.now() - before) < CLOSE  # derived from the reading: the jump is ignored
+
+
+def test_a_slow_reading_never_replaces_a_better_one(monkeypatch):
+    """A read in flight while the network was cut took seconds: its time is only known to within
+    half of that, and the reading kept (drift since included) is better."""
+    readings = iter([dt.datetime.now(dt.UTC) + SKEW])
+    ticks_now = [100.0]
+    monkeypatch.setattr("workflows.core.clock.ticks", lambda: ticks_now[0])
+
+    def read():
+        return next(readings)
+
+    clock = AnchoredClock(read, None)
+    clock.refresh()
+    good = clock.anchor
+    assert good.round_trip == 0.0
+
+    def slow_read():
+        ticks_now[0] += 6.6  # the query waited out a partition
+        return dt.datetime.now(dt.UTC) + SKEW - dt.timedelta(seconds=3.3)
+
+    clock._read = slow_read
+    assert clock.refresh() is good and clock.anchor is good  # kept: 3.3 s of error against ~0
+    ticks_now[0] += 600  # ten minutes on: the kept reading may have drifted by up to 60 ms
+    clock._read = lambda: dt.datetime.now(dt.UTC) + SKEW
+    fresh = clock.refresh()
+    assert fresh is not good and clock.anchor is fresh  # a quick reading always wins then

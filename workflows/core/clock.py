@@ -22,6 +22,9 @@ REFRESH_AFTER = 60.0  # seconds: an anchor this old is read again at the next ch
 # Seconds: a wall clock that agrees with the database's this closely (NTP-kept hosts; SQLite or a
 # database on the same host always) and has not jumped since the last reading is read as it is.
 WALL_TOLERANCE = 0.01
+# How fast the boot clock may drift from the database's (100 ppm: far beyond a quartz clock kept by
+# NTP): a reading's error grows by this much per second of its age.
+MAX_DRIFT = 1e-4
 # Linux's boot clock also counts the time a host was suspended (the monotonic clock stands still
 # then): after a laptop or VM resumes, the anchored time and a lease's age are still right.
 _TICKS = getattr(time, "CLOCK_BOOTTIME", None)
@@ -130,7 +133,14 @@ class AnchoredClock(Clock):
         return self._keep(theirs, sent, wall_sent)
 
     def _keep(self, theirs: dt.datetime, sent: float, wall_sent: float) -> Anchor:
+        """The new reading, unless the one kept is still the better: its error (half its round trip,
+        plus drift since) below the new one's. A read that was in flight while the network was cut
+        took seconds, and would make the clock seconds wrong until the next read."""
         received, wall_received = ticks(), time.time()
+        kept = self.anchor
+        if kept is not None and (received - sent) / 2 > kept.round_trip / 2 + MAX_DRIFT * (received - kept.at):
+            logger.debug("a reading of the database's time took %.3fs: the last one stands", received - sent)
+            return kept
         database = (theirs - EPOCH).total_seconds()
         # The server read its clock somewhere within the round trip: take its middle.
         anchor = Anchor(
