@@ -106,6 +106,7 @@ class Runner:
         self._claiming = 0  # free slots a claim in flight may fill (`start` leaves them to it)
         self.leases = LeaseWatch(lease_seconds, enabled=stall_check)  # our leases' renewal times
         self._clock_off = False  # this host's wall clock was last seen off the database's
+        self._clock_read: asyncio.Task[None] | None = None  # the heartbeat's read of the time
 
     # --- control ---------------------------------------------------------------------------------
 
@@ -217,6 +218,8 @@ class Runner:
                     await asyncio.wait_for(self._wake.wait(), timeout)
         finally:
             await self._drain_on_stop()
+            if self._clock_read is not None:
+                helpers.append(self._clock_read)
             for helper in helpers:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
@@ -582,7 +585,8 @@ class Runner:
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_seconds)
-            await self._read_clock()
+            if self._clock_read is None or self._clock_read.done():  # a slow read delays no heartbeat
+                self._clock_read = asyncio.create_task(self._read_clock(), name="workflows-clock")
             await self._refresh_presence()
             ids = list(self._tasks)
             if not ids:
