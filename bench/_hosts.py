@@ -117,7 +117,8 @@ def _end_all(popens: list[subprocess.Popen[Any]], timeout: float = 60.0) -> None
 
 @dataclass
 class Proc:
-    """A runner (in its namespace) or a proxy (on the machine's side of the link)."""
+    """A runner (in its namespace) or a proxy (on the machine's side of the link), each in a
+    session of its own: Ctrl-C reaches the bench alone, which ends them in order (runners first)."""
 
     host: Host
     popen: subprocess.Popen[Any]
@@ -176,7 +177,7 @@ class Fleet:
             popen = subprocess.Popen(
                 [sys.executable, "bench/_delay_proxy.py", host.gateway, str(self.cluster.port), str(delay),
                  str(port_file)],
-                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         proxy = Proc(host, popen, log)
         self.proxies.append(proxy)
@@ -198,7 +199,7 @@ class Fleet:
             with open(log, "wb") as out:
                 popen = subprocess.Popen(
                     [*host.exec_prefix(), *argv], cwd=ROOT, env=self.runner_env(address), stdout=out,
-                    stderr=subprocess.STDOUT,
+                    stderr=subprocess.STDOUT, start_new_session=True,
                 )  # fmt: skip
             self.runners.append(Proc(host, popen, log))
         return self.runners

@@ -273,14 +273,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     workdir = BENCH_VAR / "multihost"
     workdir.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with it ignored
     signal.signal(signal.SIGTERM, _interrupt)  # as Ctrl-C: the finally below removes everything
     started = f"{dt.datetime.now(dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
     load_start = os.getloadavg()
     fleet: Fleet | None = None
     rows: list[dict[str, Any]] = []
     try:
-        progress(f"namespaces h1..h{max(args.hosts)} and a private PostgreSQL cluster")
         fleet = Fleet(max(args.hosts), workdir)
+        progress(
+            f"namespaces {fleet.hosts[0].netns}..h{len(fleet.hosts)} and a private PostgreSQL cluster up"
+        )
         assert fleet.cluster is not None
         prepare_django(fleet.cluster.url())
         pg = server_settings()
