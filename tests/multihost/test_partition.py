@@ -28,7 +28,9 @@ def test_a_runner_cut_off_then_healed__others_take_over_and_it_rejoins(bed, kind
     keys = [f"{kind[:2]}{i:02d}" for i in range(RUNS)]
     state = {"steps": 3, "work": 0.1, "gap": 5.0, "gap_hosts": ["h1"], "gap_before": ["s1"]}
     bed.start("chain", [[k] for k in keys], state)
-    run = wait_for(lambda: in_gap(bed, victim, 1.0), 20, "h1 to pause between two steps of a run")
+    # Its pause began under 2 s ago: the pause outlasts the takeover (about a lease after the cut),
+    # so a runner with no stall check would begin the next step after it (what the ledger shows).
+    run = wait_for(lambda: in_gap(bed, victim, 2.0), 20, "h1 to pause between two steps of a run")
     fault = bed.fault(victim, kind)
     held = bed.held_by(victim)
     assert run in held
