@@ -12,8 +12,8 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.db.models import Count, Min
-from django.utils import timezone
 
+from . import conf
 from .core.records import LIVE, RunStatus
 from .models import Run
 
@@ -56,7 +56,7 @@ def backlog(
     """Per workflow (those named, plus any with something to show), sorted by name. Without
     `lateness` the recent runs' start lateness is not read (`/metrics` has it as a histogram).
     `using`: the database alias read (the dashboard's may be a replica, workflows.read_source)."""
-    now = now or timezone.now()
+    now = now or conf.default_store().shared_clock.now()  # due and stalled as the runners judge them
     due_rows = (
         Run.objects.using(using)
         .filter(wake_at__lte=now, status__in=[RunStatus.PENDING, RunStatus.WAITING])
