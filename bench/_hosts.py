@@ -54,12 +54,8 @@ class BenchCluster(pgcluster.PrivateCluster):
     """PrivateCluster at PostgreSQL's defaults (fsync, synchronous_commit, full_page_writes on):
     the test bed turns them off, which would flatter every commit and the database's CPU."""
 
-    def _options(self) -> str:
-        listen = ",".join(("127.0.0.1", *self.listen))
-        return (
-            f"-p {self.port} -k {self.socket_dir} -c listen_addresses={listen}"
-            f" -c max_connections={self.max_connections}"
-        )
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options, durable=True)
 
     def postmaster_pid(self) -> int:
         return int((self.data / "postmaster.pid").read_text().split()[0])

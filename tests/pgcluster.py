@@ -50,10 +50,15 @@ class PrivateCluster:
     in 198.18.0.0/15, which must exist before `start()`); with it, pg_hba.conf also trusts clients
     from 198.18.0.0/15 (RFC 2544's benchmarking range, never routed beyond this machine)."""
 
-    def __init__(self, *, max_connections: int = 100, listen: Sequence[str] = ()) -> None:
+    def __init__(
+        self, *, max_connections: int = 100, listen: Sequence[str] = (), durable: bool = False
+    ) -> None:
+        """`durable`: PostgreSQL's own defaults (fsync, synchronous_commit, full_page_writes on),
+        for benches whose figures must not be flattered; tests leave them off."""
         self.port = free_port()
         self.max_connections = max_connections
         self.listen = tuple(listen)
+        self.durable = durable
         self.root = Path(tempfile.mkdtemp(prefix="wf-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
@@ -83,10 +88,10 @@ class PrivateCluster:
         return self
 
     def _options(self) -> str:
+        fast = "" if self.durable else " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         return (
             f"-p {self.port} -k {self.socket_dir} -c listen_addresses={','.join(('127.0.0.1', *self.listen))}"
-            " -c fsync=off"
-            f" -c synchronous_commit=off -c full_page_writes=off -c max_connections={self.max_connections}"
+            f"{fast} -c max_connections={self.max_connections}"
         )
 
     def _pg_ctl(self, *args: str) -> None:
