@@ -321,7 +321,9 @@ class RunnerPresence(models.Model):
     concurrency = models.PositiveIntegerField()
     workflows = models.JSONField(default=dict, help_text="Workflow name -> the versions it knows.")
     clock_offset = models.FloatField(
-        null=True, blank=True, help_text="Seconds its host's wall clock is ahead of the database's (last measured)."
+        null=True,
+        blank=True,
+        help_text="Seconds its host's wall clock is ahead of the database's (last measured).",
     )
 
     class Meta:

@@ -29,9 +29,17 @@ def store(runner_store):
 @pytest.mark.parametrize("behind", [120.0, 0.0], ids=["claimant-120s-behind", "clock-standing-still"])
 def test_a_run_that_ran_before_resumes_from_its_history(store, behind):
     first_start = now()
-    run_id = DjangoStore().get_or_create_run(
-        workflow="wf", key=["k"], version="v", initial_state={}, now=first_start - dt.timedelta(seconds=600)
-    )[0].id
+    run_id = (
+        DjangoStore()
+        .get_or_create_run(
+            workflow="wf",
+            key=["k"],
+            version="v",
+            initial_state={},
+            now=first_start - dt.timedelta(seconds=600),
+        )[0]
+        .id
+    )
     DjangoStore().claim(owner="a", workflows=["wf"], limit=1, lease_seconds=30, now=first_start)
     for position in range(3):
         DjangoStore().commit(run_id=run_id, owner="a", commit=a_step(position), now=first_start)
@@ -42,9 +50,7 @@ def test_a_run_that_ran_before_resumes_from_its_history(store, behind):
     )
 
     async def claim_and_resume():
-        runs = await store.aclaim(
-            owner="b", workflows=["wf"], limit=1, lease_seconds=30, now=claimant_now
-        )
+        runs = await store.aclaim(owner="b", workflows=["wf"], limit=1, lease_seconds=30, now=claimant_now)
         return runs, await store.aload_resume(run_id)
 
     [run], (history, _messages) = asyncio.run(claim_and_resume())

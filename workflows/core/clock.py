@@ -138,7 +138,9 @@ class AnchoredClock(Clock):
         took seconds, and would make the clock seconds wrong until the next read."""
         received, wall_received = ticks(), time.time()
         kept = self.anchor
-        if kept is not None and (received - sent) / 2 > kept.round_trip / 2 + MAX_DRIFT * (received - kept.at):
+        if kept is not None and (received - sent) / 2 > kept.round_trip / 2 + MAX_DRIFT * (
+            received - kept.at
+        ):
             logger.debug("a reading of the database's time took %.3fs: the last one stands", received - sent)
             return kept
         database = (theirs - EPOCH).total_seconds()

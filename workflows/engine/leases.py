@@ -28,7 +28,9 @@ class LeaseWatch:
     heartbeat that renewed it was sent: the database set its expiry after that) is surely held
     until `t + lease_seconds - safety`; past that, `held()` is False."""
 
-    def __init__(self, lease_seconds: float, *, enabled: bool = True, clock: Callable[[], float] = ticks) -> None:
+    def __init__(
+        self, lease_seconds: float, *, enabled: bool = True, clock: Callable[[], float] = ticks
+    ) -> None:
         self.lease_seconds = lease_seconds
         self.enabled = enabled
         self.safety = min(SAFETY_MAX, SAFETY_SHARE * lease_seconds)
