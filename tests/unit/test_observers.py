@@ -4,7 +4,9 @@ observer never changes a run."""
 from __future__ import annotations
 
 from workflows import setup, workflow
+from workflows.core.clock import FakeClock
 from workflows.engine.observers import Observer
+from workflows.telemetry.metrics import MetricsObserver
 from workflows.testing import arun_until_idle
 
 
@@ -71,3 +73,11 @@ async def test_a_claim_says_when_the_run_was_due(h):
     assert run.id == handle.run_id
     assert run.due_at == created  # wake_at is the lease's expiry by now
     assert run.wake_at > h.clock.now()
+
+
+def test_the_metrics_observer_measures_run_times_on_the_runners_clock():
+    observer = MetricsObserver()
+    clock = FakeClock()
+    observer.attached(clock=clock)
+    assert observer.clock is clock
+    assert observer.step_label("w", "enrich-3") == "enrich-#"  # attaching keeps its own state whole

@@ -149,11 +149,11 @@ class MetricsObserver(Observer):
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or Clock()  # when a run ended (a commit carries no time of its own)
+        self._steps: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
 
     def attached(self, *, clock: Clock) -> None:
         self.clock = clock  # run times are on the runner's clock (the database's): so are durations
-        self._steps: dict[str, set[str]] = {}
-        self._lock = threading.Lock()
 
     def step_label(self, workflow: str, name: str) -> str:
         """A step's label: its name with numeric segments as `#` (`enrich-3` -> `enrich-#`: one
