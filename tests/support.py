@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import httpx
 from django.db import connection
 
 from jobs.processes import database_url
@@ -71,6 +75,36 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "c
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """`manage.py ARGS` in a child process with `env` (e.g. a private cluster's DATABASE_URL); it
+    must exit 0, else the assertion shows the end of what it said."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def wait_serving(
+    url: str, alive: Callable[[], bool], said: Callable[[], str], timeout: float, what: str
+) -> None:
+    """Wait until GET `url` answers 200 (a server process starting); fail at once, with what it
+    `said`, when the process is no longer `alive`."""
+
+    def up() -> bool:
+        if not alive():
+            raise AssertionError(f"{what} exited:\n{said()[-3000:]}")
+        try:
+            return httpx.get(url, timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(up, timeout, f"{what} to serve")
 
 
 def a_step(position: int) -> Commit:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ import pytest
 from jobs.processes import Child
 from tests import pgcluster
 from tests.pgreplica import Standby
-from tests.support import free_port, wait_for
+from tests.support import free_port, manage, wait_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "replica-test-password"
@@ -76,16 +75,7 @@ def _env(primary: pgcluster.PrivateCluster, standby: Standby | None = None) -> d
 
 
 def _manage(primary: pgcluster.PrivateCluster, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=_env(primary),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    return manage(_env(primary), *args)
 
 
 def _login(base: str) -> httpx.Client:
@@ -122,16 +112,7 @@ def bed(tmp_path_factory) -> Iterator[Bed]:
             log=tmp_path_factory.mktemp("replica") / "daphne.log",
         )
         base = f"http://127.0.0.1:{port}"
-
-        def up() -> bool:
-            if not child.running():
-                raise AssertionError(f"daphne exited:\n{child.output()}")
-            try:
-                return httpx.get(f"{base}/api/openapi.json", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(up, 120, "daphne to serve")
+        wait_serving(f"{base}/api/openapi.json", child.running, child.output, 120, "daphne")
         web = _login(base)
         api = httpx.Client(base_url=base, timeout=30, headers={"Authorization": f"Bearer {key}"})
         try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 
 from jobs.processes import Child
 from tests import pgcluster
-from tests.support import free_port, wait_for
+from tests.support import free_port, manage, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BODY = {"title": "Outage call", "transcript": "We talked about the outage."}
@@ -59,16 +58,7 @@ def _env(cluster: pgcluster.PrivateCluster, **pool: str) -> dict[str, str]:
 
 
 def _manage(cluster: pgcluster.PrivateCluster, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=_env(cluster),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    return manage(_env(cluster), *args)
 
 
 def _daphne(cluster: pgcluster.PrivateCluster, log: Path, **pool: str) -> tuple[Child, str]:

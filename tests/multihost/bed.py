@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 
 from tests import pgcluster
-from tests.support import wait_for
+from tests.support import wait_for, wait_serving
 
 from .control import Control
 from .ledger import Fault, Ledger
@@ -259,16 +258,7 @@ class Bed:
         ]
         proc = self._spawn(host, argv, env, 0, "web")
         base = f"http://{host.addr}:{WEB_PORT}"
-
-        def up() -> bool:
-            if not proc.alive():
-                raise AssertionError(f"daphne exited:\n{proc.output()[-3000:]}")
-            try:
-                return httpx.get(f"{base}/api/openapi.json", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(up, 60, "daphne in the web namespace to serve")
+        wait_serving(f"{base}/api/openapi.json", proc.alive, proc.output, 60, "daphne in the web namespace")
         return proc, base
 
     def probe_clock(self, name: str, skew: int) -> tuple[float, float]:
