@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.support import free_port
 
@@ -31,6 +32,16 @@ def _bin(name: str) -> str:
     for candidate in sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), reverse=True):
         return str(candidate)
     raise FileNotFoundError(f"{name} not found (apt-get install postgresql)")
+
+
+def needed_for(what: str) -> pytest.MarkDecorator:
+    """Skip a test module unless the suite runs on PostgreSQL (CI's PostgreSQL pass) and a private
+    cluster can be made here; `what` ends the reason ("a private cluster", ...)."""
+    return pytest.mark.skipif(
+        not (available() and os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))),
+        reason="needs PostgreSQL: DATABASE_URL naming a PostgreSQL database (CI's PostgreSQL pass) and "
+        f"initdb with a postgres user for {what}",
+    )
 
 
 def available() -> bool:

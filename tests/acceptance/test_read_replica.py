@@ -37,14 +37,7 @@ pytestmark = [
     # The test process needs no database itself, but the suite's session fixtures expect the test
     # database to exist (pytest-django creates it only for a session that asks for it).
     pytest.mark.django_db,
-    pytest.mark.skipif(
-        not (
-            pgcluster.available()
-            and os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
-        ),
-        reason="needs PostgreSQL: DATABASE_URL naming a PostgreSQL database (CI's PostgreSQL pass) and "
-        "initdb with a postgres user for a private primary and standby",
-    ),
+    pgcluster.needed_for("a private primary and standby"),
 ]
 
 

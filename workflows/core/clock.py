@@ -115,9 +115,7 @@ class AnchoredClock(Clock):
         try:
             theirs = self._read()
         except Exception:
-            if not quiet:
-                raise
-            logger.debug("the database's time could not be read; the last reading stands", exc_info=True)
+            _unread(quiet)
             return None
         return self._keep(theirs, sent, wall_sent)
 
@@ -126,9 +124,7 @@ class AnchoredClock(Clock):
         try:
             theirs = await self._aread()
         except Exception:
-            if not quiet:
-                raise
-            logger.debug("the database's time could not be read; the last reading stands", exc_info=True)
+            _unread(quiet)
             return None
         return self._keep(theirs, sent, wall_sent)
 
@@ -168,6 +164,13 @@ class AnchoredClock(Clock):
         if abs(anchor.wall_offset) <= WALL_TOLERANCE and abs(jumped) <= WALL_TOLERANCE:
             return dt.datetime.fromtimestamp(wall, dt.UTC)
         return EPOCH + dt.timedelta(seconds=anchor.base + now_ticks)
+
+
+def _unread(quiet: bool) -> None:
+    """A failed read, inside its `except`: raised again unless `quiet`, else logged."""
+    if not quiet:
+        raise
+    logger.debug("the database's time could not be read; the last reading stands", exc_info=True)
 
 
 def _in_event_loop() -> bool:
