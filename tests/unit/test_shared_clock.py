@@ -155,3 +155,32 @@ def test_a_slow_reading_never_replaces_a_better_one(monkeypatch):
     clock._read = lambda: dt.datetime.now(dt.UTC) + SKEW
     fresh = clock.refresh()
     assert fresh is not good and clock.anchor is fresh  # a quick reading always wins then
+
+
+def test_a_refused_or_failed_read_is_not_tried_again_at_every_call(monkeypatch):
+    """A web process's `now()` must not wait on the database at every call while reads are refused
+    (slower than the reading kept) or fail (the database away): it tries again after
+    `refresh_after`."""
+    ticks_now = [100.0]
+    monkeypatch.setattr("workflows.core.clock.ticks", lambda: ticks_now[0])
+    reads = []
+
+    def read():
+        reads.append(ticks_now[0])
+        if len(reads) > 1:
+            raise ConnectionError("the database is away")
+        return dt.datetime.now(dt.UTC) + SKEW
+
+    clock = AnchoredClock(read, None, refresh_after=60.0)
+    clock.now()
+    first = clock.anchor
+    assert len(reads) == 1 and first is not None
+    ticks_now[0] += 61  # the reading is old: the next call reads, and the read fails
+    clock.now()
+    for _ in range(100):
+        clock.now()
+    assert len(reads) == 2  # not once per call
+    ticks_now[0] += 61
+    clock.now()
+    assert len(reads) == 3
+    assert clock.anchor is first  # the first reading stands

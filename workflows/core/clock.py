@@ -91,6 +91,10 @@ class AnchoredClock(Clock):
         self._read, self._aread = read, aread
         self.refresh_after = refresh_after
         self.anchor: Anchor | None = None
+        # `ticks()` of the last read, kept or not: a read refused (slower than the reading kept)
+        # or failed (the database away) is not tried again at every call, only after
+        # `refresh_after` (a web process's every `now()` would otherwise wait on the database).
+        self._tried: float | None = None
 
     def now(self) -> dt.datetime:
         if self._stale() and not _in_event_loop():  # a sync caller may wait for the database
@@ -112,6 +116,7 @@ class AnchoredClock(Clock):
         """Read the database's time now. `quiet`: a failure is logged, not raised (the caller's
         next store call meets the same failure and reports it its own way)."""
         sent, wall_sent = ticks(), time.time()
+        self._tried = sent
         try:
             theirs = self._read()
         except Exception:
@@ -121,6 +126,7 @@ class AnchoredClock(Clock):
 
     async def arefresh(self, *, quiet: bool = False) -> Anchor | None:
         sent, wall_sent = ticks(), time.time()
+        self._tried = sent
         try:
             theirs = await self._aread()
         except Exception:
@@ -152,8 +158,8 @@ class AnchoredClock(Clock):
         return anchor
 
     def _stale(self) -> bool:
-        anchor = self.anchor
-        return anchor is None or ticks() - anchor.at > self.refresh_after
+        tried = self._tried
+        return tried is None or ticks() - tried > self.refresh_after
 
     def _derived(self) -> dt.datetime:
         anchor = self.anchor
