@@ -177,7 +177,11 @@ class Runner:
 
     async def run(self, *, until_idle: bool = False) -> None:
         self._wake = asyncio.Event()
-        await self._read_clock()  # before the first claim: every lease is set on the database's time
+        # Before the first claim: every lease is set on the database's time. Twice: the first
+        # read's round trip may include opening a connection, which skews its reading by up to
+        # half of that; the second, on a warm connection, is kept when it is the better one.
+        await self._read_clock()
+        await self._read_clock()
         helpers = [asyncio.create_task(self._heartbeat_loop(), name="workflows-heartbeat")]
         if self.watch:
             helpers.append(asyncio.create_task(self.store.watch(self._poke), name="workflows-watch"))
