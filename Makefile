@@ -1,5 +1,6 @@
 # The README's commands. `make demo` brings the whole app up on SQLite with the offline demo
-# services; `make test` runs every test (on SQLite, or on the database DATABASE_URL names).
+# services; `make test` runs every test (on SQLite, or on the database DATABASE_URL names) and
+# builds the docs strictly; `make docs` builds the site of docs/ into site/.
 PY := .venv/bin/python
 # The import-linter contracts in pyproject.toml (the engine's layers); no cache left in the tree.
 LINT_IMPORTS := .venv/bin/lint-imports --no-cache --no-logo
