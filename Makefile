@@ -5,8 +5,9 @@ PY := .venv/bin/python
 # The import-linter contracts in pyproject.toml (the engine's layers); no cache left in the tree.
 LINT_IMPORTS := .venv/bin/lint-imports --no-cache --no-logo
 STAMP := .venv/.installed
-# No "MkDocs 2" banner on every build (NO_MKDOCS_2_WARNING); quiet unless something is wrong.
-MKDOCS := NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+# No "MkDocs 2" banner on every build (NO_MKDOCS_2_WARNING). Not --quiet: it hides the warnings
+# that --strict counts, so a broken link would pass.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 # `make demo PORT=8010 DEMO_PORT=8011`: the web server's and the offline demo services' ports.
 PORT ?= 8000
 DEMO_PORT ?= 8001
