@@ -1,4 +1,4 @@
-"""Project settings, read from environment variables (all listed in README.md)."""
+"""Project settings, read from environment variables (all listed in docs/configuration.md)."""
 
 import os
 from pathlib import Path
@@ -172,7 +172,7 @@ else:
 
 # --- Workflows ------------------------------------------------------------------
 # The engine's and the inspector's settings, in one dict (every key and its default: workflows/conf.py).
-# This project fills it from environment variables, named in README.md.
+# This project fills it from environment variables, named in docs/configuration.md.
 _lease_seconds = float(os.environ.get("WORKFLOWS_LEASE_SECONDS", "30"))
 
 
@@ -224,8 +224,8 @@ WORKFLOWS = {
 }
 
 # --- Django tasks (the django-tasks backport of django.tasks) ----------------------
-# Every @task enqueued is a durable run of the built-in workflow `django.task` (README: "Django
-# tasks, durably"). OPTIONS are the defaults of `@task(max_attempts=, backoff=, timeout=)`.
+# Every @task enqueued is a durable run of the built-in workflow `django.task` (docs/tasks.md:
+# "Django tasks, durably"). OPTIONS are the defaults of `@task(max_attempts=, backoff=, timeout=)`.
 TASKS = {
     "default": {
         "BACKEND": "workflows.tasks.DurableBackend",

@@ -14,6 +14,6 @@ api.add_router("/jobs", jobs_router)
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("dashboard/", include("inspector.urls")),
-    path("metrics", metrics_view, name="metrics"),  # Prometheus (README: Traces, metrics and logs)
+    path("metrics", metrics_view, name="metrics"),  # Prometheus (docs/operations.md: Metrics)
     path("", api.urls),
 ]

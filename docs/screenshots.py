@@ -1,4 +1,5 @@
-"""The README's pictures, made from the real app: `.venv/bin/python docs/screenshots.py [--out docs]`.
+"""The docs' pictures (docs/inspector.md), made from the real app:
+`.venv/bin/python docs/screenshots.py [--out docs]`.
 
 On a temporary SQLite database (in a temp dir, removed at the end) it migrates, makes an operator,
 and starts the offline demo services, one `runworkflows` and daphne, as `make demo` does. The demo

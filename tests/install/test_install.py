@@ -1,7 +1,7 @@
-"""The README's "Add it to your project", done for real: build the wheel of this checkout, install
-it with its dependencies from PyPI into a fresh virtualenv, `django-admin startproject`, then run
-or write every code block of that section, in order, as the `<!-- install-test: ... -->` comment
-above it says (so the README and this test cannot drift apart). Then look at the run it started
+"""The docs' "Add it to your project" page (docs/install.md), done for real: build the wheel of
+this checkout, install it with its dependencies from PyPI into a fresh virtualenv, `django-admin
+startproject`, then run or write every code block of that page, in order, as the
+`<!-- install-test: ... -->` comment above it says (so the page and this test cannot drift apart). Then look at the run it started
 the way an operator and a client would: the admin inspector (a superuser, Django's test client),
 the API (the key `manage.py workflows apikey create` printed) and the WebSocket.
 
@@ -27,7 +27,8 @@ import pytest
 from workflows.core.ids import short_run_id
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = "## Add it to your project"
+PAGE = ROOT / "docs" / "install.md"
+SECTION = "# Add it to your project"
 PACKAGE = "django-durable-workflows"
 DIRECTIVE = re.compile(
     r"<!-- install-test: (?P<action>shell|write|append)(?: (?P<path>\S+))? -->\n```\w*\n(?P<body>.*?)```",
@@ -54,15 +55,15 @@ class Step:
     body: str
 
 
-def readme_section() -> str:
-    text = (ROOT / "README.md").read_text()
+def page_section() -> str:
+    """The whole page: its title is the section's, and it holds nothing else."""
+    text = PAGE.read_text()
     start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
-    return text[start : end if end != -1 else len(text)]
+    return text[start:]
 
 
-def readme_steps() -> list[Step]:
-    return [Step(**m.groupdict()) for m in DIRECTIVE.finditer(readme_section())]
+def page_steps() -> list[Step]:
+    return [Step(**m.groupdict()) for m in DIRECTIVE.finditer(page_section())]
 
 
 def run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -183,7 +184,7 @@ def installed(tmp_path_factory) -> Installed:
 
     outputs = []
     installs = 0
-    for step in readme_steps():
+    for step in page_steps():
         if step.action == "shell":
             # The package is not on PyPI: `pip install` gets the wheel built above, extras and all.
             script, count = PIP_INSTALL.subn(
@@ -199,7 +200,7 @@ def installed(tmp_path_factory) -> Installed:
                 f.write(step.body if step.action == "write" else "\n" + step.body)
     assert installs == 1, f"the section must `pip install {PACKAGE}` once"
 
-    [run_id] = [m for out in outputs for m in UUID.findall(out)]  # printed by the README's shell -c
+    [run_id] = [m for out in outputs for m in UUID.findall(out)]  # printed by the page's shell -c
     [api_key] = [m for out in outputs for m in API_KEY.findall(out)]  # printed once by apikey create
     (project / "look.py").write_text(LOOK)
     look = run([str(venv / "bin" / "python"), "look.py", run_id, api_key], cwd=project, env=env)
@@ -207,12 +208,12 @@ def installed(tmp_path_factory) -> Installed:
     return Installed(wheel, venv, project, env, outputs, run_id, api_key, seen)
 
 
-# --- the README section itself (no install needed) ----------------------------------------------
+# --- the page itself (no install needed) ------------------------------------------------------
 
 
 def test_every_code_block_of_the_section_is_run_or_written():
-    section = readme_section()
-    steps = readme_steps()
+    section = page_section()
+    steps = page_steps()
     assert len(re.findall(r"^```\w+$", section, re.M)) == len(steps), "a code block without install-test"
     assert [s.action for s in steps if s.action == "shell"] == ["shell", "shell"]
     assert {s.path for s in steps if s.path} >= {"mysite/settings.py", "mysite/urls.py", "mysite/asgi.py"}
@@ -254,7 +255,7 @@ def test_the_wheel_holds_the_two_apps_with_migrations_templates_and_static_files
     assert not [r for r in requires if r.startswith(("httpx", "daphne", "dj-database-url"))]
 
 
-def test_the_readme_project_passes_every_system_check(installed):
+def test_the_pages_project_passes_every_system_check(installed):
     out = installed.manage("check", "--fail-level", "WARNING")
     assert "System check identified no issues" in out
 
@@ -285,7 +286,7 @@ def test_the_admin_inspector_shows_the_run_and_its_steps(installed):
     assert "welcome mail sent to Ada" in page["html"]
     assert seen["run_list"]["status"] == 200 and short_run_id(installed.run_id) in seen["run_list"]["html"]
     assert seen["dashboard"]["status"] == 200 and "Operator dashboard" in seen["dashboard"]["html"]
-    # The README's admin index includes the inspector's links.
+    # The page's admin index includes the inspector's links.
     assert seen["admin_index"]["status"] == 200 and 'href="/ops/"' in seen["admin_index"]["html"]
 
 
