@@ -25,13 +25,16 @@ from ..core.exceptions import (
     DuplicateEntryName,
     HistoryDiverged,
     NotRecordable,
+    RunNotFound,
     StepFailed,
     StoreUnavailable,
 )
 from ..core.jsonvalue import normalize
 from ..core.keys import validate_key
+from ..core.limits import Grant, Limiter, tokens_used
 from ..core.records import (
     TERMINAL,
+    ChildStart,
     Commit,
     CommitResult,
     EntryKind,
@@ -51,11 +54,13 @@ from ..storage.base import Store
 from .children import cancel_live_children, report_to_parent
 from .commits import CommitPipeline
 from .context import RunContext
-from .definition import Registry, Workflow
-from .step_context import ErrorContext, StepContext
+from .definition import Workflow
+from .registry import Registry
+from .step_context import StepContext, call_on_error
 from .steps import SyncStepRunner, run_sync_step, step
 
 logger = logging.getLogger(__name__)
+steps_logger = logging.getLogger("workflows.engine.steps")  # where a limiter's failures were always logged
 
 ROLLBACK_SCOPE = "~rollback"  # compensations are recorded steps in a scope of their own
 ROLLBACK_OPTIONS = {
@@ -210,7 +215,7 @@ class Execution:
             return Ended("abandoned")
         commit = Commit(transition=Transition(status=RunStatus.FAILED, error=error))
         commit.messages = report_to_parent(self.run, RunStatus.FAILED, error=error)
-        c = self.call_on_error(ErrorEvent(workflow=WorkflowErrorInfo(error=error)))
+        c = call_on_error(self, ErrorEvent(workflow=WorkflowErrorInfo(error=error)))
         if c is not None:
             commit.events.extend(c.events)
             self.state.clear()
@@ -320,6 +325,9 @@ class Execution:
         """An entry (a marker, a wait) written with the next commit."""
         self.pipeline.add_pending(write)
 
+    def add_pending_child(self, write: EntryWrite, start: ChildStart) -> None:
+        self.pipeline.add_pending_child(write, start)
+
     def drain_live_events(self) -> Awaitable[None]:
         return self.pipeline.drain_live_events()
 
@@ -376,17 +384,50 @@ class Execution:
             concurrency_group=target.group(workflow, key),
         )
 
-    def call_on_error(self, event: ErrorEvent) -> ErrorContext | None:
-        """Tell the workflow's on_error (a plain function, checked when the workflow is defined);
-        what it wrote commits with the failure's record. An exception in it is logged, not fatal."""
-        handler = self.definition.on_error
-        if handler is None:
-            return None
-        c = ErrorContext(self, copy.deepcopy(self.state))
+    @property
+    def on_error(self) -> Callable[[Any, Any], Any] | None:
+        return self.definition.on_error
+
+    def check_queue(self, queue: str) -> None:
+        self.definition.queue_spec(queue, self.run.workflow)
+
+    # --- what the primitives ask of the registry and the store ----------------------------------
+
+    def limiter(self, name: str) -> Limiter:
+        return self.registry.limiter(name)
+
+    def target(self, workflow: str) -> Workflow:
+        return self.registry.get(workflow)
+
+    async def acquire_limit(self, limiter: Limiter, *, holder: str, expires_at: dt.datetime) -> Grant:
+        """A slot of `limiter`, or when one may be free (a store failure abandons the execution)."""
         try:
-            handler(c, event)
-            c.state = normalize(c.state, "the state written by on_error")
-        except Exception:
-            logger.exception("on_error of %s raised; ignored", self.run.workflow)
+            return await self.store.aacquire_limit(
+                limiter, holder=holder, expires_at=expires_at, now=self.clock.now()
+            )
+        except StoreUnavailable as exc:
+            raise Abandoned() from exc
+
+    async def release_limit(self, slot: int, meta: Any) -> None:
+        """Give back a limiter slot, charged the tokens `meta` records; left to expire when the
+        store is away."""
+        try:
+            await self.store.arelease_limit(slot, tokens=tokens_used(meta), now=self.clock.now())
+        except StoreUnavailable:  # the slot stops counting when it expires
+            steps_logger.warning(
+                "run %s: could not release limiter slot %s; it expires on its own", self.run.id, slot
+            )
+
+    async def find_run(self, workflow: str, key: list[str]) -> RunRecord | None:
+        try:
+            return await self.store.afind_run(workflow, key)
+        except RunNotFound:
             return None
-        return c
+        except StoreUnavailable as exc:
+            raise Abandoned() from exc
+
+    async def cancel_run(self, run_id: str) -> None:
+        try:
+            await self.store.arequest_cancel(run_id, now=self.clock.now())
+        except StoreUnavailable as exc:
+            raise Abandoned() from exc

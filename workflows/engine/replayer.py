@@ -15,8 +15,8 @@ from ..core.exceptions import DuplicateEntryName, HistoryDiverged, UnknownWorkfl
 from ..core.records import EntryRecord, RunRecord
 from ..core.signals import Frontier, Unwind
 from ..storage.memory import MemoryStore
-from .definition import Registry
 from .execution import Execution
+from .registry import Registry
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ from ..storage.base import Store
 from ..telemetry.tracing import producer_span
 from . import defaults, presence
 from .client import RunHandle
-from .definition import Registry
 from .execution import Ended, Execution
 from .leases import LeaseWatch
 from .observers import Observer, Observers, RunnerSample
+from .registry import Registry
 from .scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
