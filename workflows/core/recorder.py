@@ -86,7 +86,9 @@ class StepRecorder(Recorder, Protocol):
     def state(self) -> dict[str, Any]: ...
     @property
     def compensating(self) -> bool: ...
+
     has_checkpoint: bool  # a rollback checkpoint was passed: steps may declare rollbacks
+
     @property
     def on_error(self) -> Callable[[Any, Any], Any] | None: ...
     @property
@@ -112,7 +114,9 @@ class StepRecorder(Recorder, Protocol):
 
     def validate_event(self, event: str, payload: Any) -> Any: ...
 
-    def outgoing(self, queue: str, body: Any, workflow: str | None, key: list[str] | None) -> OutgoingMessage: ...
+    def outgoing(
+        self, queue: str, body: Any, workflow: str | None, key: list[str] | None
+    ) -> OutgoingMessage: ...
 
 
 class ChildTarget(Protocol):

@@ -279,7 +279,9 @@ async def _admit(
     now = ex.clock.now()
     # A slot whose runner dies mid-attempt stops counting once the attempt would have timed out.
     hold = dt.timedelta(seconds=(timeout or LONGEST_HOLD) + HOLD_MARGIN)
-    grant = await ex.acquire_limit(limiter, holder=f"{ex.run.id}:{scope}/{name}#{attempt}", expires_at=now + hold)
+    grant = await ex.acquire_limit(
+        limiter, holder=f"{ex.run.id}:{scope}/{name}#{attempt}", expires_at=now + hold
+    )
     if grant.slot is not None:
         return grant.slot
     assert grant.retry_at is not None
