@@ -245,14 +245,9 @@ class Execution:
                 clock=self.clock,
                 history=self.history,
                 state=self.state,
-                on_commit=self._committed,
+                on_commit=self._on_commit,
             )
         return self._pipeline
-
-    def _committed(self, commit: Commit) -> None:
-        self._resume_messages = None  # live work happened: later reads ask the store
-        if self._on_commit is not None:
-            self._on_commit(commit)
 
     @property
     def cancel_requested(self) -> bool:
@@ -312,7 +307,7 @@ class Execution:
     async def available_messages(self, queues: list[str] | None, limit: int) -> list[MessageRecord]:
         """The run's unconsumed messages on `queues` (a read inside the body: a store failure
         abandons the execution rather than failing the run)."""
-        if self._resume_messages is not None:  # read with the history, and nothing committed since
+        if self._resume_messages is not None and not self.pipeline.commits:  # read with the history
             read, self._resume_messages = self._resume_messages, None
             return [m for m in read if not queues or m.queue in queues][:limit]
         await self.pipeline.settled()  # a wait's early commit took its messages: not seen twice
