@@ -6,13 +6,17 @@ Every primitive does the same three things: ask the replay decision for its entr
 the history a write that rides with the next commit (`add_pending`), and `commit` what it settled.
 The rest is what some primitives need besides, named here so it is all there is:
 
-    Recorder        enter, add_pending, commit (+ commit_early), the run, its clock and history,
-                    its messages (queue waits, children, branches waiting in-process), the scope
-                    contexts branches run in: markers, waits, flow
-      StepRecorder  the state a step may change, its lease, its rollbacks and on_error, its live
-                    events and messages, its limiter slots: steps and what a step body sees
-      ChildRecorder the workflows a child may run, the runs already there: children
-        BodyRecorder  all of them, and the body's own broadcasts: `ctx` (engine.context)
+    Recorder       enter, add_pending, commit (+ commit_early), the run, its clock and history,
+                   its messages (queue waits, children, branches waiting in-process), the scope
+                   contexts branches run in: waits, flow, markers
+    StepRecorder   Recorder + the state a step may change, its lease, its rollbacks (and their
+                   checkpoint) and on_error, its live events and messages, its limiter slots:
+                   steps, rollback_checkpoint, what a step body sees (engine.step_context)
+    ChildRecorder  Recorder + the workflows a child may run, the runs already there: children
+    BodyRecorder   StepRecorder + ChildRecorder + the body's own broadcasts: `ctx` (engine.context)
+
+`engine.execution.Execution` is one (it writes through the store); `engine.replayer.DryRun` is
+another (it writes nothing and stops where work would start).
 """
 
 from __future__ import annotations
