@@ -50,6 +50,8 @@ async def step(
     rollback: Callable[..., Any] | None = None,
     limit: str | None = None,
 ) -> Any:
+    """`ctx.step`: the replay decision first (a recorded result returns at once), then one attempt
+    (`_attempt`) and its record: the result, or the failure with its retry or its end."""
     limiter = ex.limiter(limit) if limit is not None else None  # BadInput: unknown name
     if rollback is not None and not ex.has_checkpoint:
         raise BadInput(f"step {name!r} has a rollback: call `await ctx.rollback_checkpoint(...)` before it")
