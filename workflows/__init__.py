@@ -32,7 +32,8 @@ from .core.exceptions import (
 from .core.limits import Limiter
 from .core.values import ActionContext, ErrorEvent, Failure, Loop, Message, RaceResult, TryResult
 from .engine.context import RunContext
-from .engine.definition import OPERATOR, Registry, Workflow, event, queue, setup, workflow
+from .engine.definition import OPERATOR, Workflow, event, queue, workflow
+from .engine.registry import Registry, setup
 from .engine.schedules import Schedule, ScheduleError, schedule
 from .engine.step_context import ErrorContext, StepContext
 

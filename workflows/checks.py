@@ -53,7 +53,7 @@ from django.utils.module_loading import import_string
 
 from . import conf
 from .core.retention import Retention
-from .engine.definition import Registry
+from .engine.registry import Registry
 
 TAG = "workflows"
 DOCS = "See 'Add it to your project' in the README of django-durable-workflows."

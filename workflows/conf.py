@@ -118,8 +118,8 @@ from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
 from .core.retention import Retention
-from .engine.definition import Registry
 from .engine.observers import Observer
+from .engine.registry import Registry
 
 if TYPE_CHECKING:
     from .core.records import Commit

@@ -20,7 +20,8 @@ from .core.exceptions import BadInput, WorkflowError
 from .core.jsonvalue import normalize, storable_text
 from .core.records import NOT_EDITED, Audit, AuditAction, OutgoingMessage
 from .core.schedules import ScheduleRecord
-from .engine.definition import Registry, Workflow
+from .engine.definition import Workflow
+from .engine.registry import Registry
 from .engine.schedules import Schedule
 from .models import Entry, Event, Run
 from .storage.django.repairs import write_audit  # the Django store writes every audit entry

@@ -28,7 +28,8 @@ from django_tasks.utils import get_exception_traceback, normalize_json
 
 from .core.exceptions import BadInput, CriticalError, RetryAfter, StepFailed
 from .engine import defaults
-from .engine.definition import setup, workflow
+from .engine.definition import workflow
+from .engine.registry import setup
 from .engine.step_context import StepContext
 from .tasks_results import (
     WORKFLOW,

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from tests.support import wait_for
 from workflows.core.retention import Retention
-from workflows.engine.definition import setup
+from workflows.engine.registry import setup
 from workflows.engine.runner import Runner
 from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run
 from workflows.storage.django import DjangoStore

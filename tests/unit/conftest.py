@@ -9,7 +9,7 @@ import pytest
 
 from workflows.core.clock import FakeClock
 from workflows.engine.client import WorkflowClient
-from workflows.engine.definition import Registry
+from workflows.engine.registry import Registry
 from workflows.storage.memory import MemoryStore
 from workflows.testing import arun_until_idle
 

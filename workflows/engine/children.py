@@ -13,11 +13,12 @@ parent-close policy does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..core.exceptions import ChildConflict, ChildFailed, RunNotFound, StoreUnavailable
+from ..core.exceptions import ChildConflict, ChildFailed, RunNotFound
 from ..core.jsonvalue import normalize
 from ..core.keys import validate_key
+from ..core.recorder import ChildRecorder
 from ..core.records import (
     CHILD_QUEUE_PREFIX,
     TERMINAL,
@@ -31,10 +32,7 @@ from ..core.records import (
     RunStatus,
 )
 from ..core.replay import Action
-from ..core.signals import Abandoned, Suspend
-
-if TYPE_CHECKING:
-    from .execution import Execution
+from ..core.signals import Suspend
 
 
 def child_queue(scope: str, name: str) -> str:
@@ -43,9 +41,9 @@ def child_queue(scope: str, name: str) -> str:
 
 
 async def child(
-    ex: Execution, scope: str, name: str, workflow: str, key: list[str] | tuple[str, ...], input: Any
+    ex: ChildRecorder, scope: str, name: str, workflow: str, key: list[str] | tuple[str, ...], input: Any
 ) -> Any:
-    target = ex.registry.get(workflow)  # UnknownWorkflow: the body's mistake, the run fails with it
+    target = ex.target(workflow)  # UnknownWorkflow: the body's mistake, the run fails with it
     key = validate_key(key)
     if input is not None:
         input = normalize(input, f"the input of child {name!r}")
@@ -67,7 +65,7 @@ async def child(
         started_at=decision.started_at or now,
     )
     if recorded is None:
-        existing = await _find(ex, workflow, key)
+        existing = await ex.find_run(workflow, key)
         if existing is not None:
             if existing.parent_id != ex.run.id:
                 raise ChildConflict(
@@ -84,7 +82,7 @@ async def child(
         initial = target.initial_state()
         if input is not None:
             initial["input"] = input
-        ex.pipeline.add_pending_child(
+        ex.add_pending_child(
             entry,
             ChildStart(
                 workflow=workflow,
@@ -107,15 +105,6 @@ async def child(
     entry.consumes = [message.id]
     await ex.commit(Commit(entries=[(entry, None)], complete=[(message.id, None)]))
     return _outcome(name, message.body)
-
-
-async def _find(ex: Execution, workflow: str, key: list[str]) -> RunRecord | None:
-    try:
-        return await ex.store.afind_run(workflow, key)
-    except RunNotFound:
-        return None
-    except StoreUnavailable as exc:
-        raise Abandoned() from exc
 
 
 def _report(run_id: str, status: str, result: Any, error: Any) -> dict[str, Any]:
@@ -144,17 +133,16 @@ def report_to_parent(
     return [OutgoingMessage(queue=run.parent_queue, body=body, run_id=run.parent_id, drop_if_ended=True)]
 
 
-async def cancel_live_children(ex: Execution) -> None:
+async def cancel_live_children(ex: ChildRecorder) -> None:
     """Ask every child this run still waits for to cancel (a cancelled or failed parent). Done
     before the parent's last commit and idempotent: a crash in between does it again."""
     for entry in ex.history.entries_of_kind(EntryKind.CHILD):
         if entry.status != EntryStatus.WAITING or not isinstance(entry.input, dict):
             continue
+        found = await ex.find_run(entry.input["workflow"], entry.input["key"])
+        if found is None or found.status in TERMINAL or found.parent_id != ex.run.id:
+            continue
         try:
-            found = await ex.store.afind_run(entry.input["workflow"], entry.input["key"])
-            if found.status not in TERMINAL and found.parent_id == ex.run.id:
-                await ex.store.arequest_cancel(found.id, now=ex.clock.now())
+            await ex.cancel_run(found.id)
         except RunNotFound:
             continue
-        except StoreUnavailable as exc:
-            raise Abandoned() from exc

@@ -10,7 +10,7 @@ import dataclasses
 import inspect
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.clock import Clock
 from ..core.concurrency import check_priority
@@ -20,11 +20,11 @@ from ..core.keys import validate_key
 from ..core.records import TERMINAL, EventRecord, MessageRecord, OutgoingMessage, RunnerRecord, RunRecord
 from ..core.values import ActionContext
 from ..telemetry.tracing import producer_span
-from . import defaults
+from . import host
+from .definition import Workflow
 
 if TYPE_CHECKING:
     from ..storage.base import Store
-    from .definition import Registry, Workflow
 
 WAIT_POLL_START = 0.01  # seconds: first look for a completed message, doubling ...
 WAIT_POLL_MAX = 0.25  # seconds: ... up to this
@@ -32,16 +32,22 @@ ON_CONFLICT = ("existing", "replace")  # get_or_create's answers to a key that a
 MAX_DEBOUNCE = 7 * 24 * 3600.0  # seconds: the longest debounce a start may ask for
 
 
+class Workflows(Protocol):
+    """What a client needs of the registry (`engine.registry.Registry`, which builds clients)."""
+
+    def get(self, name: str) -> Workflow: ...
+
+
 class WorkflowClient:
     """Runs of one workflow, addressed by key."""
 
     def __init__(
-        self, registry: Registry, name: str, store: Store | None = None, clock: Clock | None = None
+        self, registry: Workflows, name: str, store: Store | None = None, clock: Clock | None = None
     ) -> None:
         self.registry = registry
         self.name = name
         self.definition: Workflow = registry.get(name)
-        self.store = store or defaults.default_store()
+        self.store = store or host.store()
         # Due times and start times are set on the store's clock (the database's), so a run
         # started from a host whose wall clock is off is due when every runner thinks it is.
         self.clock: Clock = clock or self.store.shared_clock

@@ -43,7 +43,8 @@ class CommitPipeline:
         # As stored: a state recorded before the size limit was lowered is not refused until it changes.
         self._committed_state = dumps(state, "the run's state", sized=False)
         self._pending = Commit()
-        self._on_commit = on_commit
+        self._on_commit = on_commit  # the runner's observers, told of each commit once, after it landed
+        self.commits = 0  # how many landed
         self._lock = asyncio.Lock()
         self._broken = False  # a write failed in the store: this execution writes nothing more
         self._early: asyncio.Task[None] | None = None  # a commit the body did not wait for
@@ -144,6 +145,7 @@ class CommitPipeline:
             self.history.forget(scope)
         if result.cancel_requested:
             self.cancel_requested = True
+        self.commits += 1
         if self._on_commit is not None:
             self._on_commit(commit)
         return result

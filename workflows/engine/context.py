@@ -6,21 +6,19 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.exceptions import StepFailed
+from ..core.recorder import BodyRecorder
 from ..core.values import Failure, Message, RaceResult, TryResult
 from . import children, flow, markers, steps, waits
 from .step_context import StepContext
-
-if TYPE_CHECKING:
-    from .execution import Execution
 
 
 class RunContext:
     """`ctx`: the run seen from its body. Names are history entries, unique per scope."""
 
-    def __init__(self, execution: Execution, scope: str = "") -> None:
+    def __init__(self, execution: BodyRecorder, scope: str = "") -> None:
         self._ex = execution
         self._scope = scope
         self.queue = QueueContext(execution, scope)
@@ -149,7 +147,7 @@ class RunContext:
 class QueueContext:
     """`ctx.queue`: durable waits for messages sent to this run."""
 
-    def __init__(self, execution: Execution, scope: str) -> None:
+    def __init__(self, execution: BodyRecorder, scope: str) -> None:
         self._ex = execution
         self._scope = scope
 

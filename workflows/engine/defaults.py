@@ -2,7 +2,8 @@
 configured. The Django app (`WorkflowsConfig.ready`) configures its store and the registries of
 its settings; code that runs the engine without Django passes its store explicitly.
 
-The engine never imports the application that configures it: the dependency points inward.
+The engine never imports the application that configures it: the dependency points inward. The
+store and the sync step runner are kept in `host` (the client reaches them there).
 """
 
 from __future__ import annotations
@@ -10,15 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from . import host
 from .steps import SyncStepRunner, run_sync_step
 
 if TYPE_CHECKING:
     from ..storage.base import Store
-    from .definition import Registry
+    from .registry import Registry
 
-_store: Callable[[], Store] | None = None
 _registry: Callable[[], Registry] | None = None
-_sync_step_runner: SyncStepRunner = run_sync_step
 
 
 def configure(
@@ -28,16 +28,13 @@ def configure(
     sync_step_runner: SyncStepRunner = run_sync_step,
 ) -> None:
     """Name the default store and registry (factories, called when first needed)."""
-    global _store, _registry, _sync_step_runner
-    _store, _registry, _sync_step_runner = store, registry, sync_step_runner
+    global _registry
+    host.use(store=store, sync_step_runner=sync_step_runner)
+    _registry = registry
 
 
 def default_store() -> Store:
-    if _store is None:
-        raise RuntimeError(
-            "no default store is configured: pass store=..., or add 'workflows' to INSTALLED_APPS"
-        )
-    return _store()
+    return host.store()
 
 
 def default_registry() -> Registry:
@@ -48,4 +45,4 @@ def default_registry() -> Registry:
 
 def sync_step_runner() -> SyncStepRunner:
     """How sync step bodies run in their worker threads (the Django app closes stale connections)."""
-    return _sync_step_runner
+    return host.sync_step_runner()

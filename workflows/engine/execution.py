@@ -4,14 +4,13 @@ entry as it completes, and end in a transition (completed, failed, waiting, canc
 A run that never waits goes straight through in one execution, one commit per step. Waits unwind
 the body with `Suspend`; the next execution replays it from the top over the recorded history.
 
-The primitives (steps, waits, markers, flow) work through this class's public interface:
+The primitives (steps, waits, markers, flow, children) see it as a `core.recorder.BodyRecorder`:
 `enter` (the replay decision, plus cancel and stop), `commit` / `add_pending` (the commit
-pipeline), the state, and the body's effects (events, outgoing messages, on_error).
+pipeline), the store's answers they need; what it shares with a dry replay is `body.RunBody`'s.
 """
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import inspect
 import logging
@@ -21,41 +20,41 @@ from typing import Any
 
 from ..core.clock import Clock
 from ..core.exceptions import (
-    BadInput,
-    DuplicateEntryName,
-    HistoryDiverged,
     NotRecordable,
+    RunNotFound,
     StepFailed,
     StoreUnavailable,
 )
 from ..core.jsonvalue import normalize
-from ..core.keys import validate_key
+from ..core.limits import Grant, Limiter, tokens_used
 from ..core.records import (
     TERMINAL,
+    ChildStart,
     Commit,
     CommitResult,
-    EntryKind,
     EntryRecord,
     EntryWrite,
     EventOrigin,
     MessageRecord,
-    OutgoingMessage,
     RunRecord,
     RunStatus,
     Transition,
 )
-from ..core.replay import Decision, History
-from ..core.signals import Abandoned, Aborted, Cancelled, Frontier, Interrupted, Suspend, Unwind
+from ..core.replay import Decision
+from ..core.signals import Abandoned, Aborted, Cancelled, Interrupted, Suspend, Unwind
 from ..core.values import ErrorEvent, WorkflowErrorInfo, error_info
 from ..storage.base import Store
+from .body import RunBody
 from .children import cancel_live_children, report_to_parent
 from .commits import CommitPipeline
 from .context import RunContext
-from .definition import Registry, Workflow
-from .step_context import ErrorContext, StepContext
+from .definition import Workflow
+from .registry import Registry
+from .step_context import StepContext, call_on_error
 from .steps import SyncStepRunner, run_sync_step, step
 
 logger = logging.getLogger(__name__)
+steps_logger = logging.getLogger("workflows.engine.steps")  # where a limiter's failures were always logged
 
 ROLLBACK_SCOPE = "~rollback"  # compensations are recorded steps in a scope of their own
 ROLLBACK_OPTIONS = {
@@ -65,7 +64,6 @@ ROLLBACK_OPTIONS = {
     "retry_backoff_base": 0.5,
     "retry_backoff_max": 30.0,
 }
-LEAF_KINDS = (EntryKind.STEP, EntryKind.SLEEP, EntryKind.QUEUE)  # entries that do work or wait
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,7 @@ class Ended:
     wake_at: dt.datetime | None = None
 
 
-class Execution:
+class Execution(RunBody):
     def __init__(
         self,
         *,
@@ -89,30 +87,23 @@ class Execution:
         owner: str,
         on_commit: Callable[[Commit], None] | None = None,
         sync_step_runner: SyncStepRunner = run_sync_step,
-        dry_run: bool = False,
         messages: list[MessageRecord] | None = None,
         lease_held: Callable[[], bool] | None = None,
     ) -> None:
-        self.run = run
-        self.definition = definition
-        self.registry = registry
-        self.history = History(run.id, history)
+        super().__init__(
+            run=run,
+            definition=definition,
+            registry=registry,
+            history=history,
+            clock=clock,
+            sync_step_runner=sync_step_runner,
+        )
         self.store = store
-        self.clock = clock
         self.owner = owner
-        self.state: dict[str, Any] = copy.deepcopy(run.state)
-        self.sync_step_runner = sync_step_runner
-        # A dry run (checkreplay) writes nothing and stops at the first entry that would run.
-        self.dry_run = dry_run
-        self.frontier: str | None = None  # where a dry run stopped first
         self.interrupt_requested = False
-        self.fatal: BaseException | None = None  # a diverged history: the run fails with it
-        self.has_checkpoint = False
-        self.compensating = False
         self._cancel_requested = run.cancel_requested
-        self._rollbacks: list[tuple[str, Callable[..., Any], Any]] = []  # (step, rollback fn, output)
         self._rollback_failures: list[dict[str, Any]] = []
-        self._on_commit = on_commit
+        self._on_commit = on_commit  # the runner's observers: told of each commit once
         self._pipeline: CommitPipeline | None = None
         # The run's unconsumed messages as read with its history (None: not read): a message read
         # before this execution's first commit (a wait the replay reaches at once, the common way
@@ -121,7 +112,7 @@ class Execution:
         # run that suspends to wait is woken again when one is already there.
         self._resume_messages = messages
         # Whether the runner surely still holds the run's lease (`leases.LeaseWatch`): asked
-        # before a step body starts. None: always (a dry run, a test driving the engine directly).
+        # before a step body starts. None: always (a test driving the engine directly).
         self._lease_held = lease_held
         self.lease_doubted = False  # check_lease found the lease may have lapsed
 
@@ -210,7 +201,7 @@ class Execution:
             return Ended("abandoned")
         commit = Commit(transition=Transition(status=RunStatus.FAILED, error=error))
         commit.messages = report_to_parent(self.run, RunStatus.FAILED, error=error)
-        c = self.call_on_error(ErrorEvent(workflow=WorkflowErrorInfo(error=error)))
+        c = call_on_error(self, ErrorEvent(workflow=WorkflowErrorInfo(error=error)))
         if c is not None:
             commit.events.extend(c.events)
             self.state.clear()
@@ -240,14 +231,9 @@ class Execution:
                 clock=self.clock,
                 history=self.history,
                 state=self.state,
-                on_commit=self._committed,
+                on_commit=self._on_commit,
             )
         return self._pipeline
-
-    def _committed(self, commit: Commit) -> None:
-        self._resume_messages = None  # live work happened: later reads ask the store
-        if self._on_commit is not None:
-            self._on_commit(commit)
 
     @property
     def cancel_requested(self) -> bool:
@@ -261,17 +247,9 @@ class Execution:
         """The replay decision for the next entry of `scope`. A cancel or stop takes effect here,
         at the first entry not already settled: replaying recorded entries costs nothing and lets
         compensation know every completed step."""
-        self.raise_if_fatal()
-        try:
-            decision = self.history.enter(scope, name, kind, now=self.clock.now(), input=input)
-        except (HistoryDiverged, DuplicateEntryName) as exc:
-            self.fatal = exc
-            raise
+        decision = self.decide(scope, name, kind, input)
         if not decision.settled and not self.compensating:
-            if self.dry_run:
-                if kind in LEAF_KINDS:
-                    raise self._frontier(f"{kind} {name!r}" + (f" in {scope!r}" if scope else ""))
-            elif self.cancel_requested:
+            if self.cancel_requested:
                 raise Cancelled()
             elif self.interrupt_requested:
                 raise Interrupted()
@@ -285,21 +263,15 @@ class Execution:
             self.lease_doubted = True
             raise Aborted()
 
-    def raise_if_fatal(self) -> None:
-        if self.fatal is not None:
-            raise self.fatal
-
     def commit(self, commit: Commit) -> Awaitable[CommitResult]:
         """Write `commit` with the body's pending writes, in one transaction (Aborted: lease lost).
         Returns the pipeline's awaitable itself: no extra coroutine on the hot path."""
-        if self.dry_run:
-            raise self._frontier("a new record")
         return self.pipeline.commit(commit)
 
     def commit_early(self, commit: Commit) -> bool:
         """Send `commit` without waiting for it, when the pipeline allows (`CommitPipeline.
         commit_early`); False: the caller commits it as usual."""
-        if self.dry_run or not self.pipeline.can_commit_early():
+        if not self.pipeline.can_commit_early():
             return False
         self.pipeline.commit_early(commit)
         return True
@@ -307,7 +279,7 @@ class Execution:
     async def available_messages(self, queues: list[str] | None, limit: int) -> list[MessageRecord]:
         """The run's unconsumed messages on `queues` (a read inside the body: a store failure
         abandons the execution rather than failing the run)."""
-        if self._resume_messages is not None:  # read with the history, and nothing committed since
+        if self._resume_messages is not None and not self.pipeline.commits:  # read with the history
             read, self._resume_messages = self._resume_messages, None
             return [m for m in read if not queues or m.queue in queues][:limit]
         await self.pipeline.settled()  # a wait's early commit took its messages: not seen twice
@@ -320,20 +292,11 @@ class Execution:
         """An entry (a marker, a wait) written with the next commit."""
         self.pipeline.add_pending(write)
 
+    def add_pending_child(self, write: EntryWrite, start: ChildStart) -> None:
+        self.pipeline.add_pending_child(write, start)
+
     def drain_live_events(self) -> Awaitable[None]:
         return self.pipeline.drain_live_events()
-
-    def add_rollback(self, name: str, fn: Callable[..., Any], output: Any) -> None:
-        """A completed step's compensation, run if the run fails for good."""
-        self._rollbacks.append((name, fn, output))
-
-    def compensations(self) -> list[str]:
-        """The steps whose rollbacks a cancel or a failure would run now, in the order they run."""
-        return [name for name, _fn, _output in reversed(self._rollbacks)]
-
-    def _frontier(self, where: str) -> Frontier:
-        self.frontier = self.frontier or where
-        return Frontier(where)
 
     # --- effects from the body -------------------------------------------------------------------
 
@@ -345,48 +308,37 @@ class Execution:
     def broadcast_live(self, event: str, payload: Any, origin: EventOrigin) -> None:
         self.pipeline.broadcast_live(event, self.validate_event(event, payload), origin)
 
-    def validate_event(self, event: str, payload: Any) -> Any:
-        spec = self.definition.event_spec(event, self.run.workflow)
-        return spec.validate(f"event {self.run.workflow}.{event}", payload)
+    # --- what the primitives ask of the store ---------------------------------------------------
 
-    def outgoing(self, queue: str, body: Any, workflow: str | None, key: list[str] | None) -> OutgoingMessage:
-        """A step's message. It carries the trace context this run was started in (if any), so
-        the run it wakes or creates continues that trace."""
-        if workflow is None and key is None:
-            spec = self.definition.queue_spec(queue, self.run.workflow)
-            return OutgoingMessage(
-                queue=queue,
-                body=spec.validate(f"queue {self.run.workflow}.{queue}", body),
-                run_id=self.run.id,
-                trace_context=self.run.trace_context,
-            )
-        if workflow is None or key is None:
-            raise BadInput("send to another run needs both workflow= and key=")
-        target = self.registry.get(workflow)
-        key = validate_key(key)
-        spec = target.queue_spec(queue, workflow)
-        return OutgoingMessage(
-            queue=queue,
-            body=spec.validate(f"queue {workflow}.{queue}", body),
-            workflow=workflow,
-            key=key,
-            version=target.version,
-            initial_state=target.initial_state(),
-            trace_context=self.run.trace_context,
-            concurrency_group=target.group(workflow, key),
-        )
-
-    def call_on_error(self, event: ErrorEvent) -> ErrorContext | None:
-        """Tell the workflow's on_error (a plain function, checked when the workflow is defined);
-        what it wrote commits with the failure's record. An exception in it is logged, not fatal."""
-        handler = self.definition.on_error
-        if handler is None:
-            return None
-        c = ErrorContext(self, copy.deepcopy(self.state))
+    async def acquire_limit(self, limiter: Limiter, *, holder: str, expires_at: dt.datetime) -> Grant:
+        """A slot of `limiter`, or when one may be free (a store failure abandons the execution)."""
         try:
-            handler(c, event)
-            c.state = normalize(c.state, "the state written by on_error")
-        except Exception:
-            logger.exception("on_error of %s raised; ignored", self.run.workflow)
+            return await self.store.aacquire_limit(
+                limiter, holder=holder, expires_at=expires_at, now=self.clock.now()
+            )
+        except StoreUnavailable as exc:
+            raise Abandoned() from exc
+
+    async def release_limit(self, slot: int, meta: Any) -> None:
+        """Give back a limiter slot, charged the tokens `meta` records; left to expire when the
+        store is away."""
+        try:
+            await self.store.arelease_limit(slot, tokens=tokens_used(meta), now=self.clock.now())
+        except StoreUnavailable:  # the slot stops counting when it expires
+            steps_logger.warning(
+                "run %s: could not release limiter slot %s; it expires on its own", self.run.id, slot
+            )
+
+    async def find_run(self, workflow: str, key: list[str]) -> RunRecord | None:
+        try:
+            return await self.store.afind_run(workflow, key)
+        except RunNotFound:
             return None
-        return c
+        except StoreUnavailable as exc:
+            raise Abandoned() from exc
+
+    async def cancel_run(self, run_id: str) -> None:
+        try:
+            await self.store.arequest_cancel(run_id, now=self.clock.now())
+        except StoreUnavailable as exc:
+            raise Abandoned() from exc

@@ -10,24 +10,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.exceptions import JoinError, RaceError, StepFailed
 from ..core.jsonvalue import normalize
+from ..core.recorder import Recorder
 from ..core.records import Commit, EntryKind, EntryStatus, EntryWrite
 from ..core.replay import Action, Decision, child_scope
 from ..core.signals import Suspend, Unwind
 from ..core.values import Failure, Loop, RaceResult, TryResult, error_info
 
-if TYPE_CHECKING:
-    from .context import RunContext
-    from .execution import Execution
-
-Branch = Callable[["RunContext"], Awaitable[Any]]
+Branch = Callable[[Any], Awaitable[Any]]  # a branch, iteration or block: `fn(ctx)` (a RunContext)
 BRANCH_WAIT_POLL = 0.2  # seconds between looks for a message while a branch waits in-process
 
 
-def _settle(ex: Execution, decision: Decision, name: str, kind: str, status: str, output: Any = None,
+def _settle(ex: Recorder, decision: Decision, name: str, kind: str, status: str, output: Any = None,
             error: dict[str, Any] | None = None) -> EntryWrite:  # fmt: skip
     now = ex.clock.now()
     return EntryWrite(
@@ -45,7 +42,7 @@ def _settle(ex: Execution, decision: Decision, name: str, kind: str, status: str
     )
 
 
-async def _run_branch(ex: Execution, scope: str, fn: Branch) -> tuple[str, Any]:
+async def _run_branch(ex: Recorder, scope: str, fn: Branch) -> tuple[str, Any]:
     """One pass over a branch: ("ok", value) | ("error", exc) | ("suspended", Suspend)."""
     ex.history.restart(scope)
     try:
@@ -58,7 +55,7 @@ async def _run_branch(ex: Execution, scope: str, fn: Branch) -> tuple[str, Any]:
         return "error", exc
 
 
-async def _wait_then_run(ex: Execution, scope: str, fn: Branch, suspend: Any) -> tuple[str, Any]:
+async def _wait_then_run(ex: Recorder, scope: str, fn: Branch, suspend: Any) -> tuple[str, Any]:
     """Wait in-process for a branch's wake (its time, or a message on its queues), then resume it."""
     while True:
         if suspend.wake_at is not None and ex.clock.now() >= suspend.wake_at:
@@ -75,7 +72,7 @@ async def _wait_then_run(ex: Execution, scope: str, fn: Branch, suspend: Any) ->
 
 
 async def _branches(
-    ex: Execution, base_scope: str, name: str, branches: dict[str, Branch], first_wins: bool
+    ex: Recorder, base_scope: str, name: str, branches: dict[str, Branch], first_wins: bool
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]], str | None]:
     """Drive branches until all settle (join) or one succeeds (race). Returns (results, errors,
     winner); raises Suspend when every unsettled branch waits."""
@@ -129,7 +126,7 @@ async def _branches(
             await asyncio.gather(*tasks.values(), return_exceptions=True)
 
 
-async def join(ex: Execution, scope: str, name: str, branches: dict[str, Branch]) -> dict[str, Any]:
+async def join(ex: Recorder, scope: str, name: str, branches: dict[str, Branch]) -> dict[str, Any]:
     decision = ex.enter(scope, name, EntryKind.JOIN)
     if decision.action == Action.REPLAY:
         return decision.value
@@ -146,7 +143,7 @@ async def join(ex: Execution, scope: str, name: str, branches: dict[str, Branch]
     return results
 
 
-async def race(ex: Execution, scope: str, name: str, branches: dict[str, Branch]) -> RaceResult:
+async def race(ex: Recorder, scope: str, name: str, branches: dict[str, Branch]) -> RaceResult:
     decision = ex.enter(scope, name, EntryKind.RACE)
     if decision.action == Action.REPLAY:
         return RaceResult(winner=decision.value["winner"], value=decision.value["value"])
@@ -166,10 +163,10 @@ async def race(ex: Execution, scope: str, name: str, branches: dict[str, Branch]
 
 
 async def loop(
-    ex: Execution,
+    ex: Recorder,
     scope: str,
     name: str,
-    fn: Callable[[RunContext, Any], Awaitable[Any]],
+    fn: Callable[[Any, Any], Awaitable[Any]],
     state: Any,
     history_size: int | None,
 ) -> Any:
@@ -221,7 +218,7 @@ async def loop(
         await ex.commit(commit)
 
 
-async def try_block(ex: Execution, scope: str, name: str, fn: Branch) -> TryResult:
+async def try_block(ex: Recorder, scope: str, name: str, fn: Branch) -> TryResult:
     decision = ex.enter(scope, name, EntryKind.TRY)
     if decision.action == Action.REPLAY:
         out = decision.value

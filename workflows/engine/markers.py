@@ -3,24 +3,22 @@ gates (`get_version`) and retired entries (`removed`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.exceptions import BadInput
+from ..core.recorder import Recorder, StepRecorder
 from ..core.records import EntryKind, EntryStatus, EntryWrite
 from ..core.replay import Action, Decision
 
-if TYPE_CHECKING:
-    from .execution import Execution
 
-
-async def rollback_checkpoint(ex: Execution, scope: str, name: str) -> None:
+async def rollback_checkpoint(ex: StepRecorder, scope: str, name: str) -> None:
     decision = ex.enter(scope, name, EntryKind.CHECKPOINT)
     if decision.action == Action.RUN:
         ex.add_pending(_marker(ex, decision, name, EntryKind.CHECKPOINT, None))
     ex.has_checkpoint = True
 
 
-async def get_version(ex: Execution, scope: str, name: str, latest: int) -> int:
+async def get_version(ex: Recorder, scope: str, name: str, latest: int) -> int:
     """The version this run took at this gate. A run whose history passed this point before the
     gate existed gets 0 (the original code); a new run records `latest`."""
     if not isinstance(latest, int) or latest < 1:
@@ -35,7 +33,7 @@ async def get_version(ex: Execution, scope: str, name: str, latest: int) -> int:
     return latest
 
 
-async def removed(ex: Execution, scope: str, name: str, kind: str) -> None:
+async def removed(ex: Recorder, scope: str, name: str, kind: str) -> None:
     """Retire an entry: runs that recorded it skip over it; new runs record nothing."""
     if kind not in set(EntryKind):
         raise BadInput(f"removed {name!r}: unknown kind {kind!r}")
@@ -44,7 +42,7 @@ async def removed(ex: Execution, scope: str, name: str, kind: str) -> None:
         ex.history.skip(scope)
 
 
-def _marker(ex: Execution, decision: Decision, name: str, kind: EntryKind, output: Any) -> EntryWrite:
+def _marker(ex: Recorder, decision: Decision, name: str, kind: EntryKind, output: Any) -> EntryWrite:
     now = ex.clock.now()
     return EntryWrite(
         id=None,

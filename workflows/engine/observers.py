@@ -12,15 +12,19 @@ One that raises is logged and otherwise ignored; it never changes what a run doe
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from ..core.clock import Clock
 from ..core.records import Commit, RunRecord
 
 logger = logging.getLogger(__name__)
+
+logger_runner = logging.getLogger("workflows.engine.runner")  # where a hook's failure was always logged
+CommitHook = Callable[[str, Commit], Awaitable[None]]  # WORKFLOWS["COMMIT_HOOKS"]: `hook(run_id, commit)`
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,3 +107,37 @@ class Observers(Observer):
                 observer.runner_sampled(sample)
             except Exception:
                 logger.exception("observer %r failed (ignored)", observer)
+
+
+class CommitHooks(Observer):
+    """The async commit hooks (the inspector's live pages poke their followers with one), each
+    started as a task of its own after the commit: a slow or failing hook holds up nothing."""
+
+    def __init__(self, hooks: Iterable[CommitHook]) -> None:
+        self.hooks = list(hooks)
+        self._tasks: set[asyncio.Task[None]] = set()  # held until done (the loop keeps weak refs)
+
+    def committed(self, run: RunRecord, commit: Commit) -> None:
+        for hook in self.hooks:
+            task = asyncio.create_task(self._call(hook, run.id, commit))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _call(hook: CommitHook, run_id: str, commit: Commit) -> None:
+        try:
+            await hook(run_id, commit)
+        except Exception:
+            logger_runner.exception("commit hook %r failed (ignored)", hook)
+
+
+class WakeOnMessages(Observer):
+    """Wakes the runner after a commit that sent messages: it may have created or woken a run,
+    and stores don't notify their own writes."""
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        self.wake = wake
+
+    def committed(self, run: RunRecord, commit: Commit) -> None:
+        if commit.messages:
+            self.wake()

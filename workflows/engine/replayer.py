@@ -1,22 +1,97 @@
 """Replay a stored history against the current code without running or writing anything: the
 pre-deploy check that tells which live runs the new code would fail with HistoryDiverged.
 
-The dry run is an Execution with `dry_run=True`: it walks recorded entries exactly as a resume
-would and stops at the first entry that would have to run (its frontier). No step body runs,
-nothing is committed.
+The dry run (`DryRun`) drives the same primitives as an execution, over the same `body.RunBody`,
+with no store and no execution: it walks recorded entries exactly as a resume would and stops at
+the first entry that would have to run (its frontier). No step body runs, nothing is written.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
 from ..core.clock import Clock
 from ..core.exceptions import DuplicateEntryName, HistoryDiverged, UnknownWorkflow
-from ..core.records import EntryRecord, RunRecord
+from ..core.limits import Limiter
+from ..core.records import (
+    ChildStart,
+    Commit,
+    CommitResult,
+    EntryKind,
+    EntryRecord,
+    EntryWrite,
+    EventOrigin,
+    MessageRecord,
+    RunRecord,
+)
+from ..core.replay import Decision
 from ..core.signals import Frontier, Unwind
-from ..storage.memory import MemoryStore
-from .definition import Registry
-from .execution import Execution
+from .body import RunBody
+from .commits import record_of
+from .context import RunContext
+from .registry import Registry
+
+LEAF_KINDS = (EntryKind.STEP, EntryKind.SLEEP, EntryKind.QUEUE)  # entries that do work or wait
+
+
+class DryRun(RunBody):
+    """A run's body replayed with nothing behind it: every entry the history settles replays, the
+    first that would do work or wait (or write anything) raises `Frontier`, and `frontier` says
+    where that was. Markers and branches on the way are kept in the history alone."""
+
+    frontier: str | None = None  # where the dry run stopped first
+
+    def context(self, scope: str) -> RunContext:
+        return RunContext(self, scope)
+
+    def enter(self, scope: str, name: str, kind: str, *, input: Any = None) -> Decision:
+        decision = self.decide(scope, name, kind, input)
+        if not decision.settled and not self.compensating and kind in LEAF_KINDS:
+            raise self._frontier(f"{kind} {name!r}" + (f" in {scope!r}" if scope else ""))
+        return decision
+
+    def _frontier(self, where: str) -> Frontier:
+        self.frontier = self.frontier or where
+        return Frontier(where)
+
+    def commit(self, commit: Commit) -> Awaitable[CommitResult]:
+        raise self._frontier("a new record")
+
+    def commit_early(self, commit: Commit) -> bool:
+        return False
+
+    def add_pending(self, write: EntryWrite) -> None:
+        self.history.record(record_of(write, write.id))
+
+    def add_pending_child(self, write: EntryWrite, start: ChildStart) -> None:
+        self.add_pending(write)
+
+    async def available_messages(self, queues: list[str] | None, limit: int) -> list[MessageRecord]:
+        return []  # none were read: a wait for one stays a wait
+
+    async def find_run(self, workflow: str, key: list[str]) -> RunRecord | None:
+        return None
+
+    async def cancel_run(self, run_id: str) -> NoReturn:
+        raise self._frontier("a cancel of a child")
+
+    async def acquire_limit(self, limiter: Limiter, *, holder: str, expires_at: dt.datetime) -> NoReturn:
+        raise self._frontier(f"limiter {limiter.name!r}")
+
+    async def release_limit(self, slot: int, meta: Any) -> None:
+        pass
+
+    async def drain_live_events(self) -> None:
+        pass
+
+    def broadcast_from_body(self, scope: str, event: str, payload: Any) -> None:
+        self.validate_event(event, payload)
+
+    def broadcast_live(self, event: str, payload: Any, origin: EventOrigin) -> None:
+        self.validate_event(event, payload)
 
 
 @dataclass(frozen=True)
@@ -45,16 +120,13 @@ class Replayer:
         self.registry = registry
         self.clock = clock or Clock()
 
-    def _dry(self, run: RunRecord, history: list[EntryRecord]) -> Execution:
-        return Execution(
+    def _dry(self, run: RunRecord, history: list[EntryRecord]) -> DryRun:
+        return DryRun(
             run=run,
             definition=self.registry.for_run(run.workflow, run.version),
             registry=self.registry,
             history=history,
-            store=MemoryStore(),  # never written: a dry run stops before any commit
             clock=self.clock,
-            owner="checkreplay",
-            dry_run=True,
         )
 
     async def compensations(self, run: RunRecord, history: list[EntryRecord]) -> Compensations:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from ..core.clock import Clock
 from ..storage.base import Store
-from .definition import Registry
+from .registry import Registry
 
 logger = logging.getLogger(__name__)
 

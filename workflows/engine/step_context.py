@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+import logging
+from typing import Any
 
 from ..core.idempotency import step_idempotency_key
+from ..core.jsonvalue import normalize
+from ..core.recorder import StepRecorder
 from ..core.records import EventOrigin, OutgoingMessage
+from ..core.values import ErrorEvent
 
-if TYPE_CHECKING:
-    from .execution import Execution
+logger = logging.getLogger("workflows.engine.execution")  # where on_error's failures were always logged
 
 
 class StepContext:
     """`step`: what a step body sees. Its state is a private copy, kept only if the attempt succeeds."""
 
-    def __init__(self, execution: Execution, name: str, input: Any, attempt: int, scope: str = "") -> None:
+    def __init__(self, execution: StepRecorder, name: str, input: Any, attempt: int, scope: str = "") -> None:
         self._ex = execution
         self.name = name
         self.scope = scope
@@ -70,7 +73,7 @@ class StepContext:
 class StepQueue:
     """`step.queue.send(...)`: messages that leave with the step's result, or not at all."""
 
-    def __init__(self, execution: Execution, messages: list[OutgoingMessage]) -> None:
+    def __init__(self, execution: StepRecorder, messages: list[OutgoingMessage]) -> None:
         self._ex = execution
         self._messages = messages  # the step's: they commit with its result
 
@@ -84,7 +87,7 @@ class StepQueue:
 class ErrorContext:
     """`c` in on_error: it may write state and broadcast; it commits with the failure's record."""
 
-    def __init__(self, execution: Execution, state: dict[str, Any]) -> None:
+    def __init__(self, execution: StepRecorder, state: dict[str, Any]) -> None:
         self._ex = execution
         self.state = state
         self.events: list[tuple[str, Any]] = []
@@ -99,3 +102,19 @@ class ErrorContext:
 
     def broadcast(self, event: str, payload: Any = None) -> None:
         self.events.append((event, self._ex.validate_event(event, payload)))
+
+
+def call_on_error(ex: StepRecorder, event: ErrorEvent) -> ErrorContext | None:
+    """Tell the workflow's on_error (a plain function, checked when the workflow is defined);
+    what it wrote commits with the failure's record. An exception in it is logged, not fatal."""
+    handler = ex.on_error
+    if handler is None:
+        return None
+    c = ErrorContext(ex, copy.deepcopy(ex.state))
+    try:
+        handler(c, event)
+        c.state = normalize(c.state, "the state written by on_error")
+    except Exception:
+        logger.exception("on_error of %s raised; ignored", ex.run.workflow)
+        return None
+    return c

@@ -11,36 +11,24 @@ import asyncio
 import copy
 import datetime as dt
 import inspect
-import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from ..core.exceptions import (
-    BadInput,
-    CriticalError,
-    RetryAfter,
-    RunFinished,
-    RunNotFound,
-    StepFailed,
-    StoreUnavailable,
-)
+from ..core.exceptions import BadInput, CriticalError, RetryAfter, RunFinished, RunNotFound, StepFailed
 from ..core.jsonvalue import normalize
-from ..core.limits import Limiter, tokens_used
+from ..core.limits import Limiter
+from ..core.recorder import Recorder, StepRecorder
 from ..core.records import AttemptWrite, Commit, EntryKind, EntryStatus, EntryWrite, Outcome
-from ..core.replay import Action
+from ..core.replay import Action, Decision
 from ..core.retry import RetryPolicy
-from ..core.signals import Abandoned, Aborted, Suspend
+from ..core.signals import Aborted, Suspend
 from ..core.values import ErrorEvent, StepErrorInfo, error_info
-from .step_context import StepContext
-
-if TYPE_CHECKING:
-    from .execution import Execution
+from .step_context import StepContext, call_on_error
 
 STEP_MARK_AFTER = 0.5  # seconds a step runs before it is marked `running` in the store
 LONGEST_HOLD = 3600.0  # seconds: how long a limiter slot of a step with no timeout may be held
 HOLD_MARGIN = 60.0  # seconds a limiter slot outlives its attempt's timeout (a dead runner's slot)
-
-logger = logging.getLogger(__name__)
 
 
 class StepTimeout(Exception):
@@ -48,7 +36,7 @@ class StepTimeout(Exception):
 
 
 async def step(
-    ex: Execution,
+    ex: StepRecorder,
     scope: str,
     name: str,
     fn: Callable[[StepContext], Any],
@@ -62,7 +50,9 @@ async def step(
     rollback: Callable[..., Any] | None = None,
     limit: str | None = None,
 ) -> Any:
-    limiter = ex.registry.limiter(limit) if limit is not None else None  # BadInput: unknown name
+    """`ctx.step`: the replay decision first (a recorded result returns at once), then one attempt
+    (`_attempt`) and its record: the result, or the failure with its retry or its end."""
+    limiter = ex.limiter(limit) if limit is not None else None  # BadInput: unknown name
     if rollback is not None and not ex.has_checkpoint:
         raise BadInput(f"step {name!r} has a rollback: call `await ctx.rollback_checkpoint(...)` before it")
     policy = RetryPolicy(
@@ -97,14 +87,55 @@ async def step(
         try:
             ex.check_lease()  # the admission may have waited
         except BaseException:
-            await _release(ex, slot, {})
+            await ex.release_limit(slot, {})
             raise
+    tried = await _attempt(ex, decision, name, fn, input, attempt, timeout, slot)
+    if tried.failure is None:
+        try:
+            await _record_success(ex, tried)
+        except (RunFinished, RunNotFound) as exc:
+            # A message of this step went to a run that is gone: the step fails as itself, at once.
+            tried.outcome, tried.failure, tried.entry.output = Outcome.CRITICAL, exc, None
+        else:
+            if rollback is not None:
+                ex.add_rollback(name, rollback, tried.output)
+            return tried.output
+    await _record_failure(ex, policy, tried)
+
+
+@dataclass
+class _Tried:
+    """One attempt of a step body, ready to record: its entry, outcome and timing."""
+
+    entry: EntryWrite
+    step_ctx: StepContext
+    started: dt.datetime
+    finished: dt.datetime
+    outcome: Outcome = Outcome.OK
+    failure: Exception | None = None
+    retry_after: float | None = None
+    output: Any = None
+
+
+async def _attempt(
+    ex: StepRecorder,
+    decision: Decision,
+    name: str,
+    fn: Callable[[StepContext], Any],
+    input: Any,
+    attempt: int,
+    timeout: float,
+    slot: int | None,
+) -> _Tried:
+    """Run the body once (marked `running` if it is slow), release its limiter slot, and settle
+    the entry its record writes; the record itself is the caller's."""
+    scope = decision.scope
     started = ex.clock.now()
     first_started = decision.started_at or started
     step_ctx = StepContext(ex, name, input, attempt, scope)
     outcome, retry_after = Outcome.OK, None
     failure: Exception | None = None
-    output, meta = None, None
+    output = None
     marker = RunningMarker(
         ex,
         EntryWrite(
@@ -128,56 +159,31 @@ async def step(
     except asyncio.CancelledError:  # a lost race, a stopping runner: no marker after the fact
         marker.abandon()
         if slot is not None:
-            await _release(ex, slot, step_ctx.meta)
+            await ex.release_limit(slot, step_ctx.meta)
         raise
     finished = ex.clock.now()
     if slot is not None:  # charged what the attempt recorded, before its record commits
-        await _release(ex, slot, step_ctx.meta)
+        await ex.release_limit(slot, step_ctx.meta)
+    meta = None
     try:
         meta = normalize(step_ctx.meta, f"the meta of step {name!r}") or None
     except BadInput as exc:
         outcome, failure = Outcome.CRITICAL, failure or exc
     await ex.drain_live_events()  # what the step broadcast is stored before its record
-    entry_id = await marker.settle(decision.entry_id)
-
     entry = EntryWrite(
-        id=entry_id,
-        scope=scope,
-        position=decision.position,
-        name=name,
-        kind=EntryKind.STEP,
-        status=EntryStatus.COMPLETED,
-        input=input,
-        started_at=first_started,
-        finished_at=finished,
-        attempts=attempt,
-        meta=meta,
-    )
-    if failure is None:
-        try:
-            await _record_success(ex, entry, output, step_ctx, started, finished)
-        except (RunFinished, RunNotFound) as exc:
-            # A message of this step went to a run that is gone: the step fails as itself, at once.
-            outcome, failure, entry.output = Outcome.CRITICAL, exc, None
-        else:
-            if rollback is not None:
-                ex.add_rollback(name, rollback, output)
-            return output
-    await _record_failure(ex, policy, entry, outcome, failure, retry_after, started, finished)
+        id=await marker.settle(decision.entry_id), scope=scope, position=decision.position, name=name,
+        kind=EntryKind.STEP, status=EntryStatus.COMPLETED, input=input, started_at=first_started,
+        finished_at=finished, attempts=attempt, meta=meta,
+    )  # fmt: skip
+    return _Tried(entry, step_ctx, started, finished, outcome, failure, retry_after, output)
 
 
-async def _record_success(
-    ex: Execution,
-    entry: EntryWrite,
-    output: Any,
-    step_ctx: StepContext,
-    started: dt.datetime,
-    finished: dt.datetime,
-) -> None:
+async def _record_success(ex: StepRecorder, tried: _Tried) -> None:
     """The step's result, its state changes, its messages and its attempt: one commit."""
-    entry.output = output
+    entry, step_ctx = tried.entry, tried.step_ctx
+    entry.output = tried.output
     attempt = AttemptWrite(
-        number=entry.attempts, started_at=started, finished_at=finished, outcome=Outcome.OK
+        number=entry.attempts, started_at=tried.started, finished_at=tried.finished, outcome=Outcome.OK
     )
     commit = Commit(entries=[(entry, attempt)], messages=step_ctx.messages)
     previous = None
@@ -193,23 +199,16 @@ async def _record_success(
         raise
 
 
-async def _record_failure(
-    ex: Execution,
-    policy: RetryPolicy,
-    entry: EntryWrite,
-    outcome: Outcome,
-    failure: BaseException,
-    retry_after: float | None,
-    started: dt.datetime,
-    finished: dt.datetime,
-) -> None:
+async def _record_failure(ex: StepRecorder, policy: RetryPolicy, tried: _Tried) -> None:
     """A failed attempt: tell on_error, record it, then wait for the retry or fail for good."""
+    entry, outcome, failure = tried.entry, tried.outcome, tried.failure
+    assert failure is not None
     attempt = entry.attempts
-    decision = policy.decide(attempt, outcome, retry_after)
+    decision = policy.decide(attempt, outcome, tried.retry_after)
     error = error_info(failure)
     retry_at = None
     if decision.will_retry:
-        base = finished if retry_after is not None else started
+        base = tried.finished if tried.retry_after is not None else tried.started
         retry_at = base + dt.timedelta(seconds=decision.delay or 0)
     info = StepErrorInfo(
         step_name=entry.name,
@@ -221,15 +220,15 @@ async def _record_failure(
         retry_at=retry_at,
         error=error,
     )
-    c = ex.call_on_error(ErrorEvent(rollback=info) if ex.compensating else ErrorEvent(step=info))
+    c = call_on_error(ex, ErrorEvent(rollback=info) if ex.compensating else ErrorEvent(step=info))
     if decision.will_retry:
         entry.status, entry.wake_at, entry.error = EntryStatus.RETRYING, retry_at, error
     else:
         entry.status, entry.error = EntryStatus.FAILED, {**error, "kind": decision.kind}
     attempt_write = AttemptWrite(
         number=attempt,
-        started_at=started,
-        finished_at=finished,
+        started_at=tried.started,
+        finished_at=tried.finished,
         outcome=outcome,
         error=error,
         delay=decision.delay,
@@ -247,7 +246,7 @@ async def _record_failure(
 
 
 async def _give_up_after_lost_attempts(
-    ex: Execution, scope: str, name: str, position: int, entry_id: int | None, input: Any, attempt: int
+    ex: Recorder, scope: str, name: str, position: int, entry_id: int | None, input: Any, attempt: int
 ) -> None:
     """A step whose attempts keep being cut off (say it kills its runner) fails once its retries
     are used up, as an exhausted step would, instead of running forever."""
@@ -266,7 +265,7 @@ async def _give_up_after_lost_attempts(
 
 
 async def _admit(
-    ex: Execution,
+    ex: StepRecorder,
     limiter: Limiter,
     scope: str,
     name: str,
@@ -282,12 +281,9 @@ async def _admit(
     now = ex.clock.now()
     # A slot whose runner dies mid-attempt stops counting once the attempt would have timed out.
     hold = dt.timedelta(seconds=(timeout or LONGEST_HOLD) + HOLD_MARGIN)
-    try:
-        grant = await ex.store.aacquire_limit(
-            limiter, holder=f"{ex.run.id}:{scope}/{name}#{attempt}", expires_at=now + hold, now=now
-        )
-    except StoreUnavailable as exc:
-        raise Abandoned() from exc
+    grant = await ex.acquire_limit(
+        limiter, holder=f"{ex.run.id}:{scope}/{name}#{attempt}", expires_at=now + hold
+    )
     if grant.slot is not None:
         return grant.slot
     assert grant.retry_at is not None
@@ -303,19 +299,12 @@ async def _admit(
     raise Suspend(grant.retry_at)
 
 
-async def _release(ex: Execution, slot: int, meta: Any) -> None:
-    try:
-        await ex.store.arelease_limit(slot, tokens=tokens_used(meta), now=ex.clock.now())
-    except StoreUnavailable:  # the slot stops counting when it expires
-        logger.warning("run %s: could not release limiter slot %s; it expires on its own", ex.run.id, slot)
-
-
 class RunningMarker:
     """Marks a step `running` in the store once it has run STEP_MARK_AFTER seconds, so the
     inspector shows a slow step (a model call) while it runs. Fast steps never pay for it: the
     timer is cancelled before it fires, and the step's record is its one commit."""
 
-    def __init__(self, execution: Execution, write: EntryWrite) -> None:
+    def __init__(self, execution: Recorder, write: EntryWrite) -> None:
         self._ex = execution
         self._write = write
         self._task: asyncio.Task[int | None] | None = None  # the marker's commit, once started

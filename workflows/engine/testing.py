@@ -22,8 +22,8 @@ from asgiref.sync import async_to_sync
 from ..core.clock import FakeClock
 from ..storage.base import Store
 from . import defaults
-from .definition import Registry
 from .observers import Observer
+from .registry import Registry
 from .runner import Runner
 from .scheduler import Scheduler
 

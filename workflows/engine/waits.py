@@ -5,20 +5,18 @@ its entry and suspends the run (Suspend), so a waiting run holds no coroutine, t
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.jsonvalue import normalize
+from ..core.recorder import Recorder
 from ..core.records import Commit, EntryKind, EntryStatus, EntryWrite
 from ..core.replay import Action
 from ..core.signals import Suspend
 from ..core.values import Message
 
-if TYPE_CHECKING:
-    from .execution import Execution
-
 
 async def sleep(
-    ex: Execution, scope: str, name: str, *, seconds: float | None = None, until: dt.datetime | None = None
+    ex: Recorder, scope: str, name: str, *, seconds: float | None = None, until: dt.datetime | None = None
 ) -> None:
     if until is not None and until.tzinfo is None:
         raise ValueError(f"sleep_until {name!r}: give an aware datetime (with a timezone)")
@@ -54,7 +52,7 @@ async def sleep(
 
 
 async def queue_wait(
-    ex: Execution,
+    ex: Recorder,
     scope: str,
     name: str,
     names: list[str] | None,
@@ -64,7 +62,7 @@ async def queue_wait(
     completable: bool,
 ) -> list[Message]:
     for queue_name in names or []:
-        ex.definition.queue_spec(queue_name, ex.run.workflow)
+        ex.check_queue(queue_name)
     wait_input = {"queues": names, "count": count, "timeout": timeout, "completable": completable}
     decision = ex.enter(scope, name, EntryKind.QUEUE, input=wait_input)
     if decision.action == Action.REPLAY:
@@ -109,7 +107,7 @@ async def queue_wait(
     raise Suspend(deadline, tuple(names) if names else ())
 
 
-def _messages(ex: Execution, output: Any, completable: bool) -> list[Message]:
+def _messages(ex: Recorder, output: Any, completable: bool) -> list[Message]:
     async def complete(message_id: int, response: Any) -> None:
         response = normalize(response, f"the response to message {message_id}")
         await ex.commit(Commit(complete=[(message_id, response)]))
