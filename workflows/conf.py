@@ -44,7 +44,7 @@ TRACE_URL (default `None`)
     The inspector's: a URL with `{trace_id}` (e.g. `"https://tempo.example/trace/{trace_id}"`);
     a run's page then links its trace id to it. Unset: the trace id is shown as text.
 METRICS_TOKEN (default `None`)
-    When set, `GET /metrics` (`workflows.metrics_endpoint.metrics_view`) answers only
+    When set, `GET /metrics` (`workflows.http.metrics.metrics_view`) answers only
     requests with `Authorization: Bearer <token>` (others get a plain 401); unset, it is open
     to whoever reaches it (a Prometheus scraping inside the network).
 POLL_SECONDS (default `None`: 0.5 with the in-memory channel layer, 2.0 with any other)
@@ -59,7 +59,7 @@ RUN_STREAM_TOKEN_SECONDS (default `3600`)
     The inspector's: how old a run stream token may be when a client connects with it (an open
     stream is not cut when its token ages).
 JSON_ERROR_PREFIXES (default `["/api/", "/jobs"]`)
-    The URL prefixes under which `workflows.api_errors.JsonErrorsMiddleware` answers every error
+    The URL prefixes under which `workflows.http.JsonErrorsMiddleware` answers every error
     (unknown URL, wrong method, a crash) as JSON of the API's one shape.
 RETENTION (default `{}`: every run is kept forever)
     Days a finished run is kept, by status, e.g. `{"completed": 30, "cancelled": 30, "failed":

@@ -17,7 +17,7 @@ from django.urls import reverse
 from tests.inspector import flows
 from tests.support import free_port
 from workflows import operations, read_source
-from workflows.api_auth import create_api_key
+from workflows.http.auth import create_api_key
 from workflows.models import Run
 from workflows.read_source import ReadSource
 

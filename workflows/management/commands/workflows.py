@@ -22,11 +22,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows import conf, operations, selectors
-from workflows.api_auth import create_api_key, revoke_api_key
-from workflows.api_parser import parse_json
 from workflows.core.durations import format_duration
 from workflows.core.exceptions import WorkflowError
 from workflows.core.records import RunStatus
+from workflows.http.auth import create_api_key, revoke_api_key
+from workflows.http.parser import parse_json
 from workflows.masking import mask, mask_text
 
 

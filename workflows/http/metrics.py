@@ -25,14 +25,14 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from . import backlog, conf
-from .api_errors import UNAVAILABLE
-from .core.records import LIVE
-from .telemetry.metrics import multiprocess_dir
+from .. import backlog, conf
+from ..core.records import LIVE
+from ..telemetry.metrics import multiprocess_dir
+from .errors import UNAVAILABLE
 
 logger = logging.getLogger(__name__)
 
-# What a database that is away raises: Django's errors, the pool's and the driver's (api_errors).
+# What a database that is away raises: Django's errors, the pool's and the driver's (errors.py).
 READ_FAILURES: tuple[type[Exception], ...] = (DatabaseError, *UNAVAILABLE)
 
 
