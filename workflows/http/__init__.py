@@ -9,7 +9,8 @@
 An app's own routes reuse the same pieces: `ApiKeyAuth` (keys made in the admin or with
 `manage.py workflows apikey`), `parse_json` for a body it reads itself, `ErrorOut` for the one
 error shape in its OpenAPI schema, `JsonErrorsMiddleware` for what never reaches a handler, and
-`metrics_view` for `GET /metrics`. The modules: `api` (the router), `runs` and `operators` (its
+`metrics_view` for `GET /metrics`; `unstorable`, `check_priority` and `quoted` check
+and name input as the engine will. The modules: `api` (the router), `runs` and `operators` (its
 routes), `schemas`, `auth`, `parser`, `errors`, `metrics`.
 """
 
@@ -18,6 +19,9 @@ from . import runs  # noqa: F401  (adds the app routes to `router`, first, as th
 from . import operators  # noqa: F401  (adds the operators' repairs after them)
 
 # isort: on
+from ..core.concurrency import check_priority
+from ..core.jsonvalue import unstorable
+from ..core.keys import quoted
 from .api import router
 from .auth import ApiKeyAuth, actor, check_api_key, create_api_key, revoke_api_key
 from .errors import (
@@ -43,12 +47,15 @@ __all__ = [
     "JsonTooDeep",
     "actor",
     "check_api_key",
+    "check_priority",
     "create_api_key",
     "error_response",
     "install_error_handlers",
     "json_error",
     "metrics_view",
     "parse_json",
+    "quoted",
     "revoke_api_key",
     "router",
+    "unstorable",
 ]
