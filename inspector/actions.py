@@ -34,8 +34,11 @@ from workflows.core.records import TERMINAL, AuditAction, EntryStatus, RunStatus
 from workflows.engine.replayer import Compensations, compensations_on_cancel
 from workflows.masking import mask, unmask
 from workflows.models import Entry, Run
+from workflows.reads import declarations
+from workflows.reads.live import parse_run_id
+from workflows.reads.run import current_entry
 
-from . import declarations, live, selectors
+from . import live
 from .forms import ReplayForm, SendForm, WhyForm, refusal_text
 
 PERMISSIONS = {
@@ -79,7 +82,7 @@ def _refused(
     (returned, not raised, so that ATOMIC_REQUESTS cannot roll the audit entry back)."""
     if model_admin.has_view_permission(request) and allowed(request, action):
         return None
-    run = selectors.parse_run_id(run_id)
+    run = parse_run_id(run_id)
     if request.method == "POST" and run is not None:
         operations.record_refusal(
             run,
@@ -95,7 +98,7 @@ def _refused(
 
 
 def _run(run_id: str) -> Run:
-    run_id = selectors.parse_run_id(run_id)
+    run_id = parse_run_id(run_id)
     run = Run.objects.filter(id=run_id).first() if run_id else None
     if run is None:
         raise Http404("no such run")
@@ -103,7 +106,7 @@ def _run(run_id: str) -> Run:
 
 
 def _entry(run: Run, entry_id: int) -> Entry:
-    entry = selectors.current_entry(str(run.id), entry_id)
+    entry = current_entry(str(run.id), entry_id)
     if entry is None:
         raise Http404("no such current entry (it may have been replayed already)")
     return entry

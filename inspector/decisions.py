@@ -20,8 +20,9 @@ from workflows import conf, operations
 from workflows.core.exceptions import WorkflowError
 from workflows.core.records import TERMINAL
 from workflows.masking import mask
+from workflows.reads import declarations
 
-from . import actions, declarations
+from . import actions
 from .actions import Change
 from .forms import DecisionForm, refusal_text
 

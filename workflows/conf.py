@@ -103,7 +103,7 @@ READ_DATABASE (default `None`: the default database)
     and `X-Data-Age`). Pages reading it say how far behind it is; when it cannot be read they
     read the default database and say so. Everything a run's correctness depends on (starts,
     sends, claims, commits, actions, a run's page and the reads before acting) stays on the
-    default database. See `workflows.read_source`.
+    default database. See `workflows.reads.source`.
 """
 
 from __future__ import annotations

@@ -25,8 +25,9 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from .. import backlog, conf
+from .. import conf
 from ..core.records import LIVE
+from ..reads import backlog
 from ..telemetry.metrics import multiprocess_dir
 from .errors import UNAVAILABLE
 
@@ -37,7 +38,7 @@ READ_FAILURES: tuple[type[Exception], ...] = (DatabaseError, *UNAVAILABLE)
 
 
 class DatabaseCollector(Collector):
-    """Gauges read from run rows on each scrape, by bounded, indexed queries (`workflows.backlog`).
+    """Gauges read from run rows on each scrape, by bounded, indexed queries (`workflows.reads.backlog`).
     Every served workflow gets a series, zero when it has no runs, so alerts see a value. When the
     database does not answer, `workflows_database_up` is 0 and the other gauges are left out."""
 

@@ -7,9 +7,11 @@ from asgiref.sync import sync_to_async
 from django.http import HttpResponse
 from ninja import Query, Status
 
-from .. import conf, operations, read_source, selectors
+from .. import conf, operations
 from ..engine.client import RunHandle
 from ..models import Run
+from ..reads import runs as run_reads
+from ..reads import source as read_source
 from .api import router
 from .auth import actor
 from .schemas import (
@@ -100,7 +102,7 @@ def list_runs(request, response: HttpResponse, filters: Query[RunFilters]):
     """Newest first, without state and result. Pages are stable: runs created meanwhile never
     shift them. 422: an unknown status, a bad time or cursor, a limit over 200. Read from
     READ_DATABASE when set: `X-Data-Source` and `X-Data-Age` (seconds behind) say so."""
-    return read_source.read_into(response, lambda using: selectors.run_list(**filters.dict(), using=using))
+    return read_source.read_into(response, lambda using: run_reads.run_list(**filters.dict(), using=using))
 
 
 @router.get(
@@ -113,7 +115,7 @@ def get_run(request, run_id: str):
     """The run with its steps in history order, each with every attempt (start, end, outcome,
     error with traceback, the delay that followed); records an operator replayed are kept and
     flagged `superseded`."""
-    return selectors.run_detail(run_id)
+    return run_reads.run_detail(run_id)
 
 
 @router.get(
@@ -126,10 +128,10 @@ def list_events(
     request,
     run_id: str,
     after: int = Query(0, ge=0, le=MAX_ID, description="Events with a greater id."),
-    limit: int = Query(100, ge=1, le=selectors.MAX_PAGE),
+    limit: int = Query(100, ge=1, le=run_reads.MAX_PAGE),
 ):
     """The run's events after a cursor, oldest first."""
-    items = selectors.run_events(run_id, after=after, limit=limit)
+    items = run_reads.run_events(run_id, after=after, limit=limit)
     return {"items": items, "next_after": items[-1].id if items else after}
 
 

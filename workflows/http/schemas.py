@@ -12,11 +12,11 @@ from typing import Annotated, Any, Literal
 from ninja import Field, Schema
 from pydantic import AfterValidator, ConfigDict, field_validator
 
-from .. import selectors
 from ..core.jsonvalue import unstorable
 from ..core.records import RunStatus
 from ..engine.client import MAX_DEBOUNCE
 from ..masking import mask
+from ..reads.runs import MAX_PAGE
 
 MAX_ID = 2**63 - 1  # entry and event ids are 64-bit integers
 MAX_WAIT = 300.0  # seconds a `wait=true` send may hold its request at most
@@ -175,7 +175,7 @@ class RunFilters(_NoNul):
     created_after: dt.datetime | None = Field(None, description="ISO 8601; UTC when no offset is given.")
     created_before: dt.datetime | None = None
     cursor: str | None = Field(None, description="A next_cursor from the previous page.")
-    limit: int = Field(50, ge=1, le=selectors.MAX_PAGE)
+    limit: int = Field(50, ge=1, le=MAX_PAGE)
 
     @field_validator("created_after", "created_before", mode="before")
     @classmethod
