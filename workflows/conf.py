@@ -1,6 +1,6 @@
 """Settings of the engine and the inspector, read when used (never at import), and what they
 name: the registries, the store, the commit hooks. `WorkflowsConfig.ready` hands these to the
-engine as its defaults; `workflows/checks.py` checks them (`manage.py check`).
+engine as its defaults; `workflows/checks/` checks them (`manage.py check`).
 
 Every setting lives in one dict, `settings.WORKFLOWS`; each key is optional:
 
