@@ -1,5 +1,5 @@
 """The project's one NinjaAPI: routers of the apps, and domain errors mapped to HTTP once, by the
-workflows app's `install_error_handlers` (workflows/api_errors.py), as any project would.
+workflows app's `install_error_handlers` (workflows/http/errors.py), as any project would.
 
 Every error answers with the same shape: {"error": {"code": str, "message": str, "detail": any}}.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI, Swagger
 
-from workflows.api_errors import install_error_handlers
+from workflows.http import install_error_handlers
 
 api = install_error_handlers(
     NinjaAPI(

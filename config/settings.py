@@ -43,7 +43,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Every error under /api/ and /jobs in the one JSON shape: unknown URLs, 405s, 500s included.
-    "workflows.api_errors.JsonErrorsMiddleware",
+    "workflows.http.JsonErrorsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -103,8 +103,8 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
     # own server connection and a burst exhausts max_connections. Each request borrows one
     # connection and returns it when the request ends (CONN_MAX_AGE must stay 0 with a pool).
     # The web tier's timeout is short on purpose: a request that cannot get a connection within
-    # it would miss any latency goal anyway, and a quick 503 with Retry-After (workflows/
-    # api_errors.py) sheds load where a queue of waiting threads would slow every request down.
+    # it would miss any latency goal anyway, and a quick 503 with Retry-After
+    # (workflows/http/errors.py) sheds load where a queue of waiting threads would slow every request down.
     # The runner sizes nothing itself: `runworkflows` refuses to start with a pool too small for
     # its --db-threads and sync steps (workflows.E013).
     DATABASES["default"]["OPTIONS"] = {

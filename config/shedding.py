@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from workflows.api_errors import RETRY_AFTER_SECONDS
+from workflows.http import RETRY_AFTER_SECONDS
 
 logger = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ from django.urls import include, path
 
 from config.api import api
 from jobs.api import router as jobs_router
-from workflows.api import router as workflows_router
-from workflows.metrics_endpoint import metrics_view
+from workflows.http import metrics_view
+from workflows.http import router as workflows_router
 
 api.add_router("/api/", workflows_router)
 api.add_router("/jobs", jobs_router)

@@ -21,8 +21,9 @@ from workflows.core import repair_rules
 from workflows.core.durations import format_duration
 from workflows.core.ids import short_run_id
 from workflows.models import AuditEntry, Run
+from workflows.reads import declarations, live
 
-from . import access, actions, decisions, declarations, groups, runners, selectors
+from . import access, actions, decisions, groups, pages, runners
 from .replica_lists import ReadsListsFromReplica, list_alias
 
 
@@ -98,7 +99,7 @@ class RunAdmin(ReadsListsFromReplica, admin.ModelAdmin):
     # --- the list ---------------------------------------------------------------------------------
 
     def get_queryset(self, request):
-        return selectors.with_progress(super().get_queryset(request))
+        return live.with_progress(super().get_queryset(request))
 
     def changelist_view(self, request, extra_context=None):
         title = "Failed runs" if request.GET.get("status__exact") == "failed" else "Runs"
@@ -178,7 +179,7 @@ class RunAdmin(ReadsListsFromReplica, admin.ModelAdmin):
 
     @admin.display(description="duration")
     def duration(self, run):
-        return format_duration(selectors.run_duration(run))
+        return format_duration(live.run_duration(run))
 
     @admin.display(description="current step")
     def current_step(self, run):
@@ -236,7 +237,7 @@ class RunAdmin(ReadsListsFromReplica, admin.ModelAdmin):
     def _page_context(self, request, run_id: str) -> dict:
         if not self.has_view_permission(request):
             raise PermissionDenied(access.VIEW_REFUSAL)
-        page = selectors.run_page(run_id)
+        page = pages.run_page(run_id)
         if page is None:
             raise Http404("no such run")
         return {

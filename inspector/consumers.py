@@ -30,9 +30,10 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from workflows import read_source
+from workflows.reads import live
+from workflows.reads import source as read_source
 
-from . import access, selectors
+from . import access
 from .live import LIST_GROUP, poll_seconds, run_group
 
 logger = logging.getLogger("inspector.consumers")
@@ -54,9 +55,9 @@ CLOSE_REASONS = {
 
 # --- the database helpers ---------------------------------------------------------------------
 
-run_exists = database_sync_to_async(selectors.run_exists)
-events_after = database_sync_to_async(selectors.events_after)
-run_fingerprint = database_sync_to_async(selectors.run_fingerprint)
+run_exists = database_sync_to_async(live.run_exists)
+events_after = database_sync_to_async(live.events_after)
+run_fingerprint = database_sync_to_async(live.run_fingerprint)
 
 
 # The live list is the dashboard's: it reads WORKFLOWS["READ_DATABASE"] (the primary when that
@@ -67,15 +68,15 @@ run_fingerprint = database_sync_to_async(selectors.run_fingerprint)
 @database_sync_to_async
 def _changed_runs(since: dt.datetime, ids: list[str]) -> list[dict]:
     def changed(using: str) -> list[dict]:
-        runs = selectors.runs_by_id(ids, using) if ids else selectors.runs_changed_since(since, using=using)
-        return [selectors.run_summary(r) | {"_updated": r.updated_at} for r in runs]
+        runs = live.runs_by_id(ids, using) if ids else live.runs_changed_since(since, using=using)
+        return [live.run_summary(r) | {"_updated": r.updated_at} for r in runs]
 
     return read_source.read(changed, measure=False)[0]
 
 
 @database_sync_to_async
 def _latest_change() -> dt.datetime:
-    return read_source.read(selectors.latest_change, measure=False)[0]
+    return read_source.read(live.latest_change, measure=False)[0]
 
 
 # --- access -----------------------------------------------------------------------------------
@@ -149,7 +150,7 @@ class RunEventsConsumer(_Polling):
             return
         self.changes = query.get("changes") in {"1", "true", "yes"}
         self.fingerprint: dict | None = None
-        run_id = selectors.parse_run_id(self.scope["url_route"]["kwargs"]["run_id"])
+        run_id = live.parse_run_id(self.scope["url_route"]["kwargs"]["run_id"])
         # Allowed first, then whether the run exists: a refused client learns nothing of runs.
         if not await may_follow_run(self.scope, run_id, query.get("token")):
             await self.refuse(CLOSE_FORBIDDEN)

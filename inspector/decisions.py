@@ -20,9 +20,10 @@ from workflows import conf, operations
 from workflows.core.exceptions import WorkflowError
 from workflows.core.records import TERMINAL
 from workflows.masking import mask
+from workflows.reads import declarations
 
-from . import actions, declarations
-from .actions import Change
+from .actions import waiting_on
+from .actions.common import Change, actor, done, refused_response, render, run_or_404, storable
 from .forms import DecisionForm, refusal_text
 
 
@@ -39,14 +40,14 @@ def _body(spec: Any, choice: str, operator: str, note: str) -> Any:
 
 def decide_view(model_admin: Any, request: HttpRequest, run_id: str, queue: str) -> HttpResponse:
     # A refused POST is audited as an attempted send to this queue (what the form does).
-    if refused := actions._refused(model_admin, request, "send", run_id, queue=actions._storable(queue, 200)):
+    if refused := refused_response(model_admin, request, "send", run_id, queue=storable(queue, 200)):
         return refused
-    run = actions._run(run_id)
+    run = run_or_404(run_id)
     definition = declarations.definition(run.workflow, run.version)
     spec = declarations.decision_spec(definition, queue)
     if spec is None:
         raise Http404(f"“{queue}” is not a decision queue of the workflow “{run.workflow}”")
-    operator = actions._actor(request)
+    operator = actor(request)
     picked = request.POST.get("choice") or request.GET.get("choice") or None
     form = DecisionForm(request.POST or None, choices=list(spec.choices), takes_note=spec.note is not None)
     error = None
@@ -69,13 +70,11 @@ def decide_view(model_admin: Any, request: HttpRequest, run_id: str, queue: str)
         except WorkflowError as exc:
             error = refusal_text(exc)
         else:
-            return actions._done(
-                request, run, f"{choice}: your decision is sent to “{queue}” (message {message_id})."
-            )
+            return done(request, run, f"{choice}: your decision is sent to “{queue}” (message {message_id}).")
     elif request.method == "POST":
         error = " ".join(str(e) for errors in form.errors.values() for e in errors)
 
-    waiting = actions._waiting_on(run)
+    waiting = waiting_on(run)
     wakes = waiting is not None and (not waiting or queue in waiting)
     changes = [
         Change("new message", "", f"on the queue “{queue}”: the choice you press, by {operator}"),
@@ -93,7 +92,7 @@ def decide_view(model_admin: Any, request: HttpRequest, run_id: str, queue: str)
         }
         for choice in spec.choices
     ]
-    return actions._render(
+    return render(
         model_admin,
         request,
         "decide.html",

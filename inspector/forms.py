@@ -9,8 +9,8 @@ from typing import Any
 
 from django import forms
 
-from workflows.api_parser import JsonTooDeep, parse_json
 from workflows.core.exceptions import InvalidMessage, WorkflowError
+from workflows.http.parser import JsonTooDeep, parse_json
 
 WHY_HELP = "Written to the audit log with your user name."
 

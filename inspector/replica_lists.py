@@ -1,5 +1,5 @@
 """The admin's list pages (runs, audit entries) read WORKFLOWS["READ_DATABASE"] (workflows.
-read_source): a list is what an operator browses, a few seconds behind is fine when the page says
+reads.source): a list is what an operator browses, a few seconds behind is fine when the page says
 so. Every other admin view of these models (a run's page, the confirmation pages) reads the primary:
 an operator acts on what they show.
 """
@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import SimpleTemplateResponse
 
-from workflows import read_source
+from workflows.reads import source as read_source
 
 _ATTR = "_workflows_read_source"
 

@@ -8,10 +8,12 @@ from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from workflows import read_source
 from workflows.core.records import RUNNER_DEAD_AFTER_LEASES
+from workflows.reads import decisions as decision_reads
+from workflows.reads import limiters, live, stats
+from workflows.reads import source as read_source
 
-from . import dashboard_selectors, groups, runners, selectors
+from . import groups, pages, runners
 from .access import view_runs_required
 from .actions import choice_url
 
@@ -27,10 +29,10 @@ def dashboard(request):
     # shown); the runners, limiters and groups are the store's reads of what holds now: the primary.
     figures, source = read_source.read(_figures)
     decisions, source = read_source.read(
-        lambda using: [_with_buttons(d) for d in dashboard_selectors.awaiting_decision(using=using)], source
+        lambda using: [_with_buttons(d) for d in decision_reads.awaiting_decision(using=using)], source
     )
     runs, source = read_source.read(
-        lambda using: [selectors.run_summary(r) for r in selectors.recent_runs(using=using)], source
+        lambda using: [live.run_summary(r) for r in live.recent_runs(using=using)], source
     )
     return TemplateResponse(
         request,
@@ -43,7 +45,7 @@ def dashboard(request):
             **_presence(),
             runs=runs,
             decisions=decisions,
-            limiters=dashboard_selectors.limiter_use(),
+            limiters=limiters.limiter_use(),
             groups=groups.group_uses(),
         ),
     )
@@ -52,8 +54,8 @@ def dashboard(request):
 def _figures(using: str) -> dict:
     """The last hour's figures and the backlog, read from `using`."""
     return {
-        "stats": dashboard_selectors.dashboard_stats(using=using),
-        "backlog": dashboard_selectors.backlog(using=using),
+        "stats": stats.dashboard_stats(using=using),
+        "backlog": pages.backlog(using=using),
     }
 
 
@@ -70,7 +72,7 @@ def _presence() -> dict:
     }
 
 
-def _with_buttons(decision: dashboard_selectors.Decision) -> dict:
+def _with_buttons(decision: decision_reads.Decision) -> dict:
     """One button per declared choice, each opening the audited send action (confirmation, why,
     permission) with that choice's body prefilled."""
     buttons = [
@@ -90,7 +92,7 @@ def stats_fragment(request):
 
 
 def _run_context(request, run_id):
-    page = selectors.run_page(str(run_id))
+    page = pages.run_page(str(run_id))
     if page is None:
         raise Http404("no such run")
     return _context(

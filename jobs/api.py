@@ -18,10 +18,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from inspector.access import run_stream_token
 from workflows import BadInput
-from workflows.api import ErrorOut
-from workflows.api_auth import ApiKeyAuth
-from workflows.api_parser import JsonTooDeep, parse_json
-from workflows.core.concurrency import check_priority
+from workflows.http import ApiKeyAuth, ErrorOut, JsonTooDeep, check_priority, parse_json
 from workflows.models import ApiKey
 
 from .schemas import JobStart

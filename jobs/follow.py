@@ -9,13 +9,12 @@ import re
 import time
 from typing import TextIO
 
-from workflows.core.records import LOST_EVENTS, TERMINAL, RunRecord
-from workflows.engine.client import RunHandle
+from workflows import LOST_EVENTS, TERMINAL, RunHandle, RunRecord
 
 STAGE_ORDER = ("queued", "extracting", "enriching", "summarizing", "publishing", "published")
 BAR_WIDTH = 20
 POLL = 0.2  # seconds between looks for new events
-# as jobs.workflows.on_error says it, the delay written by workflows.core.durations.format_duration
+# as jobs.workflows.on_error says it, the delay written by workflows.format_duration
 RETRY_RE = re.compile(r" failed \(.*\), retrying in \d[\d.]* (ms|s|min|h|d)( \d+ (s|min|h))?$")
 RUNNER_CHECK = 2.0  # seconds between looks at the live runners while the job is not finished
 NO_RUNNER_REPEAT = 30.0  # seconds between repeats of "no runner" while none comes

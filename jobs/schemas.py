@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from workflows.core.jsonvalue import unstorable
+from workflows.http import unstorable
 
 
 class JobStart(BaseModel):

@@ -10,11 +10,8 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from workflows import BadInput
-from workflows.core.exceptions import RunNotFound
-from workflows.core.keys import quoted
-from workflows.core.records import TERMINAL, EntryStatus, RunRecord
-from workflows.engine.client import WorkflowClient
+from workflows import TERMINAL, BadInput, EntryStatus, RunNotFound, RunRecord, WorkflowClient
+from workflows.http import quoted
 from workflows.models import ApiKey, Entry, Event
 
 from .models import IdempotencyKey, JobOwner

@@ -23,9 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobs import prompts
 from jobs.schemas import InvoiceOrder, JobStart
 from jobs.services import cms, crm, http, model
-from workflows import CriticalError, event, queue, setup, workflow
-from workflows.core.durations import format_duration
-from workflows.engine.definition import OPERATOR
+from workflows import OPERATOR, CriticalError, event, format_duration, queue, setup, workflow
 
 STAGES = (
     "queued", "extracting", "enriching", "summarizing", "awaiting_approval", "escalated", "approved",

@@ -1,10 +1,14 @@
 """Durable workflows for Django: the public API (DESIGN.md §2).
 
+What an app needs to define, start and follow runs is here; the HTTP helpers are in
+`workflows.http`, the models in `workflows.models`, the test helpers in `workflows.testing`.
+
 Importing this package never touches the database or Django's app registry.
 """
 
 from .core.clock import Clock, FakeClock
 from .core.concurrency import Concurrency
+from .core.durations import format_duration
 from .core.exceptions import (
     BadInput,
     ChildFailed,
@@ -30,7 +34,9 @@ from .core.exceptions import (
     WorkflowError,
 )
 from .core.limits import Limiter
+from .core.records import LOST_EVENTS, TERMINAL, EntryStatus, RunRecord, RunStatus
 from .core.values import ActionContext, ErrorEvent, Failure, Loop, Message, RaceResult, TryResult
+from .engine.client import RunHandle, WorkflowClient
 from .engine.context import RunContext
 from .engine.definition import OPERATOR, Workflow, event, queue, workflow
 from .engine.registry import Registry, setup
@@ -38,13 +44,16 @@ from .engine.schedules import Schedule, ScheduleError, schedule
 from .engine.step_context import ErrorContext, StepContext
 
 __all__ = [
+    "LOST_EVENTS",
     "OPERATOR",
+    "TERMINAL",
     "ActionContext",
     "BadInput",
     "ChildFailed",
     "Clock",
     "Concurrency",
     "CriticalError",
+    "EntryStatus",
     "ErrorContext",
     "ErrorEvent",
     "Failure",
@@ -65,7 +74,10 @@ __all__ = [
     "RetryAfter",
     "RunContext",
     "RunFinished",
+    "RunHandle",
     "RunNotFound",
+    "RunRecord",
+    "RunStatus",
     "Schedule",
     "ScheduleError",
     "StepContext",
@@ -78,8 +90,10 @@ __all__ = [
     "UnknownWorkflow",
     "ValueTooLarge",
     "Workflow",
+    "WorkflowClient",
     "WorkflowError",
     "event",
+    "format_duration",
     "queue",
     "schedule",
     "setup",

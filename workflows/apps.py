@@ -10,7 +10,7 @@ class WorkflowsConfig(AppConfig):
         """Hand the engine its defaults: the Django store, the registries of the settings, and
         sync steps that close stale database connections around them, the size limit of recorded
         values; register the system
-        checks (workflows/checks.py)."""
+        checks (workflows/checks/)."""
         from . import checks, conf
         from .core import jsonvalue
         from .engine import defaults

@@ -1,6 +1,6 @@
 """Settings of the engine and the inspector, read when used (never at import), and what they
 name: the registries, the store, the commit hooks. `WorkflowsConfig.ready` hands these to the
-engine as its defaults; `workflows/checks.py` checks them (`manage.py check`).
+engine as its defaults; `workflows/checks/` checks them (`manage.py check`).
 
 Every setting lives in one dict, `settings.WORKFLOWS`; each key is optional:
 
@@ -44,7 +44,7 @@ TRACE_URL (default `None`)
     The inspector's: a URL with `{trace_id}` (e.g. `"https://tempo.example/trace/{trace_id}"`);
     a run's page then links its trace id to it. Unset: the trace id is shown as text.
 METRICS_TOKEN (default `None`)
-    When set, `GET /metrics` (`workflows.metrics_endpoint.metrics_view`) answers only
+    When set, `GET /metrics` (`workflows.http.metrics.metrics_view`) answers only
     requests with `Authorization: Bearer <token>` (others get a plain 401); unset, it is open
     to whoever reaches it (a Prometheus scraping inside the network).
 POLL_SECONDS (default `None`: 0.5 with the in-memory channel layer, 2.0 with any other)
@@ -59,7 +59,7 @@ RUN_STREAM_TOKEN_SECONDS (default `3600`)
     The inspector's: how old a run stream token may be when a client connects with it (an open
     stream is not cut when its token ages).
 JSON_ERROR_PREFIXES (default `["/api/", "/jobs"]`)
-    The URL prefixes under which `workflows.api_errors.JsonErrorsMiddleware` answers every error
+    The URL prefixes under which `workflows.http.JsonErrorsMiddleware` answers every error
     (unknown URL, wrong method, a crash) as JSON of the API's one shape.
 RETENTION (default `{}`: every run is kept forever)
     Days a finished run is kept, by status, e.g. `{"completed": 30, "cancelled": 30, "failed":
@@ -103,7 +103,7 @@ READ_DATABASE (default `None`: the default database)
     and `X-Data-Age`). Pages reading it say how far behind it is; when it cannot be read they
     read the default database and say so. Everything a run's correctness depends on (starts,
     sends, claims, commits, actions, a run's page and the reads before acting) stays on the
-    default database. See `workflows.read_source`.
+    default database. See `workflows.reads.source`.
 """
 
 from __future__ import annotations

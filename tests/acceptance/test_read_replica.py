@@ -28,7 +28,7 @@ from tests.support import free_port, manage, wait_serving
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "replica-test-password"
 MAKE_USERS = (
-    "from django.contrib.auth.models import User; from workflows.api_auth import create_api_key;"
+    "from django.contrib.auth.models import User; from workflows.http.auth import create_api_key;"
     f" User.objects.create_superuser('admin', 'a@example.com', {PASSWORD!r});"
     " print(create_api_key('lists')[1])"
 )

@@ -9,7 +9,7 @@ import pytest
 
 from tests.api import flows
 from workflows import conf
-from workflows.api_auth import create_api_key
+from workflows.http.auth import create_api_key
 
 
 @pytest.fixture(autouse=True)

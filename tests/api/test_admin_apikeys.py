@@ -6,7 +6,7 @@ import re
 
 from django.contrib.messages import get_messages
 
-from workflows.api_auth import check_api_key
+from workflows.http.auth import check_api_key
 from workflows.models import ApiKey
 
 

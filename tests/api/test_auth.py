@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from tests.api.helpers import assert_error, counts
-from workflows.api_auth import check_api_key, create_api_key, revoke_api_key
 from workflows.core.exceptions import BadInput
+from workflows.http.auth import check_api_key, create_api_key, revoke_api_key
 from workflows.models import ApiKey
 
 RUN = str(uuid.uuid4())

@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 
 from tests.api import flows
 from tests.api.helpers import counts
-from workflows.api_auth import check_api_key
+from workflows.http.auth import check_api_key
 from workflows.models import ApiKey, AuditEntry, Entry, Message, Run
 from workflows.testing import run_until_idle
 

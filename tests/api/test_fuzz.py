@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.configuration import set_hypothesis_home_dir
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from workflows.api_auth import create_api_key
+from workflows.http.auth import create_api_key
 
 MAX_EXAMPLES = 15  # per operation and generation mode: about 15 s of CPU for the whole schema
 

@@ -7,7 +7,7 @@ import asyncio
 import json
 
 from config.shedding import InFlightLimit
-from workflows.api_errors import RETRY_AFTER_SECONDS
+from workflows.http.errors import RETRY_AFTER_SECONDS
 
 
 class SlowApp:

@@ -12,8 +12,8 @@ from django.db import InterfaceError, OperationalError
 from django.test import RequestFactory
 
 from config.api import api
-from workflows.api_errors import RETRY_AFTER_SECONDS, UNAVAILABLE
 from workflows.core.exceptions import StoreUnavailable
+from workflows.http.errors import RETRY_AFTER_SECONDS, UNAVAILABLE
 
 
 def _exceptions() -> list[Exception]:

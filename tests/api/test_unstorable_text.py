@@ -12,8 +12,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.api.helpers import assert_error, counts
-from workflows.api_parser import MAX_BODY_DEPTH, JsonTooDeep, parse_json
 from workflows.core.jsonvalue import MAX_DEPTH
+from workflows.http.parser import MAX_BODY_DEPTH, JsonTooDeep, parse_json
 from workflows.models import Entry, Message, Run
 from workflows.testing import run_until_idle
 

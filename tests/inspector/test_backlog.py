@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from inspector import dashboard_selectors
+from inspector import pages
 from workflows.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +36,7 @@ def test_backlog__due_oldest_stalled_and_median_start_lateness(registry):
     run_at(registry, "expense", "long-ago", status="completed", wake_at=None, created_at=ago(3600),
            started_at=ago(1800), transitioned_at=ago(1800))  # fmt: skip
 
-    rows = {row.workflow: row for row in dashboard_selectors.backlog(now)}
+    rows = {row.workflow: row for row in pages.backlog(now)}
     assert rows["flaky"].due == 2
     assert rows["flaky"].oldest_due == "5 min" and rows["flaky"].late
     assert rows["flaky"].stalled == 1

@@ -8,10 +8,10 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
-from inspector import dashboard_selectors
 from tests.inspector import flows
 from workflows import operations
 from workflows.models import Entry, Run
+from workflows.reads.stats import dashboard_stats
 from workflows.testing import run_until_idle
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +46,7 @@ def test_a_failed_run_repaired_since_still_counts_as_a_failure_and_every_failed_
     run_until_idle(flows.registry)
     assert Run.objects.get(id=repaired.id).status == "completed"
 
-    stats = dashboard_selectors.dashboard_stats()
+    stats = dashboard_stats()
     # Two runs failed this hour: one is still failed, one was repaired and completed since.
     assert (stats.failed_last_hour, stats.repaired_last_hour, stats.completed_last_hour) == (2, 1, 1)
     assert stats.failure_rate == pytest.approx(2 / 3)

@@ -16,10 +16,11 @@ from django.urls import reverse
 
 from tests.inspector import flows
 from tests.support import free_port
-from workflows import operations, read_source
-from workflows.api_auth import create_api_key
+from workflows import operations
+from workflows.http.auth import create_api_key
 from workflows.models import Run
-from workflows.read_source import ReadSource
+from workflows.reads import source as read_source
+from workflows.reads.source import ReadSource
 
 # Data a second connection must see: committed, not held in a test's transaction.
 committed = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""The system checks of workflows/checks.py, each with the settings that trip it, and the SQLite
+"""The system checks of workflows/checks/, each with the settings that trip it, and the SQLite
 warning `runworkflows` prints when another runner holds live leases."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from django.apps import apps
 from django.core import checks as django_checks
 from django.core.management import call_command
 from django.db import connection
@@ -218,7 +219,7 @@ def test_w010__no_asgi_application():
 
 
 def test_the_inspector_checks_need_the_inspector(monkeypatch):
-    monkeypatch.setattr(checks.apps, "is_installed", lambda name: name != "inspector")
+    monkeypatch.setattr(apps, "is_installed", lambda name: name != "inspector")
     with override_settings(CHANNEL_LAYERS={}, ASGI_APPLICATION=None):
         assert checks.check_inspector() == []
 

@@ -9,10 +9,10 @@ import datetime as dt
 
 import pytest
 
-from workflows import selectors as api_selectors
 from workflows import setup, workflow
 from workflows.core.records import AttemptWrite, EntryWrite
 from workflows.models import Attempt, Entry, implied_attempts
+from workflows.reads import runs as api_selectors
 from workflows.storage.django.writes import stored_attempt
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)

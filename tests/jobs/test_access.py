@@ -16,7 +16,7 @@ from django.test import Client
 from config.asgi import application
 from inspector import access
 from jobs.models import IdempotencyKey, JobOwner
-from workflows.api_auth import create_api_key
+from workflows.http.auth import create_api_key
 from workflows.models import Event, Message, Run
 
 GOOD = {"title": "Discovery call", "transcript": "Acme Corp called. I will send the deck."}

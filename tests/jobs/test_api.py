@@ -10,7 +10,7 @@ import pytest
 
 from inspector.access import check_run_stream_token
 from jobs.models import IdempotencyKey
-from workflows.api_auth import create_api_key
+from workflows.http.auth import create_api_key
 from workflows.models import Message, Run
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ import pytest
 
 from jobs.models import IdempotencyKey
 from tests.jobs.test_api import assert_error, assert_nothing_started, post_job
-from workflows.api_parser import MAX_BODY_DEPTH
+from workflows.http.parser import MAX_BODY_DEPTH
 from workflows.models import Message
 
 pytestmark = pytest.mark.django_db

@@ -71,7 +71,7 @@ def _serve() -> None:
 
     django.setup()
     from tests.multihost.flows import registry
-    from workflows.api_auth import create_api_key
+    from workflows.http.auth import create_api_key
 
     for line in sys.stdin:
         command = json.loads(line)

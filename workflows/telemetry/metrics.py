@@ -7,7 +7,7 @@ kind; never a run id or a key.
 
 Metrics live in prometheus_client's default registry. With `PROMETHEUS_MULTIPROC_DIR` set before
 the process starts, every process writes them to files there and the web's `/metrics` adds them up
-(`workflows.metrics_endpoint`); without it, each process serves its own (`runworkflows --metrics-port`).
+(`workflows.http.metrics`); without it, each process serves its own (`runworkflows --metrics-port`).
 """
 
 from __future__ import annotations

@@ -12,8 +12,7 @@ from jobs.follow import describe
 from jobs.follow import follow as follow_job
 from jobs.schemas import JobStart
 from jobs.submission import job_submit, jobs_client
-from workflows import BadInput, RunNotFound
-from workflows.core.records import RunStatus
+from workflows import BadInput, RunNotFound, RunStatus
 
 
 class Command(BaseCommand):

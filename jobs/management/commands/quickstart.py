@@ -37,7 +37,7 @@ from jobs.follow import describe, follow
 from jobs.processes import BASE_DIR, Child, answers, database_url, wait_until
 from jobs.samples import SAMPLE_PATH
 from jobs.submission import jobs_client
-from workflows.core.records import RunStatus
+from workflows import RunStatus
 
 LOG_DIR = BASE_DIR / "var" / "quickstart"
 START_TIMEOUT = 60.0  # seconds for a child to answer

@@ -6,8 +6,9 @@ import signal
 
 from django.core.management.base import BaseCommand, CommandError
 
-from workflows import checks, conf, metrics_endpoint
+from workflows import checks, conf
 from workflows.engine.runner import Periodic, Runner
+from workflows.http import metrics as metrics_endpoint
 from workflows.storage.django import DjangoStore
 from workflows.storage.django.prune import prune_in_own_thread
 from workflows.telemetry import metrics

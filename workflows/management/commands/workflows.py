@@ -1,5 +1,5 @@
 """`python manage.py workflows <sub>`: operators' commands. Thin: parse, call the operations and
-selectors the admin and the API use, print. Repairs are audited with the actor `cli:<os user>`.
+reads the admin and the API use, print. Repairs are audited with the actor `cli:<os user>`.
 
     workflows apikey create NAME | apikey revoke NAME
     workflows list [--status S] [--workflow W] [--limit N] [--cursor C]
@@ -21,13 +21,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from workflows import conf, operations, selectors
-from workflows.api_auth import create_api_key, revoke_api_key
-from workflows.api_parser import parse_json
+from workflows import conf, operations
 from workflows.core.durations import format_duration
 from workflows.core.exceptions import WorkflowError
 from workflows.core.records import RunStatus
+from workflows.http.auth import create_api_key, revoke_api_key
+from workflows.http.parser import parse_json
 from workflows.masking import mask, mask_text
+from workflows.reads import runs as run_reads
 
 
 def _json(text: str, what: str) -> Any:
@@ -63,7 +64,7 @@ class Command(BaseCommand):
         ls = sub.add_parser("list", help="Runs, newest first.")
         ls.add_argument("--status", choices=[s.value for s in RunStatus])
         ls.add_argument("--workflow")
-        ls.add_argument("--limit", type=int, default=50, help=f"At most {selectors.MAX_PAGE}.")
+        ls.add_argument("--limit", type=int, default=50, help=f"At most {run_reads.MAX_PAGE}.")
         ls.add_argument("--cursor", help="The next-page cursor printed by a previous list.")
 
         sub.add_parser("show", help="One run with its steps and attempts.").add_argument("run_id")
@@ -113,9 +114,9 @@ class Command(BaseCommand):
             self.stdout.write(f"API key {row.name!r} ({row.prefix}…) revoked.")
 
     def do_list(self, *, status, workflow, limit, cursor, **_):
-        if not 1 <= limit <= selectors.MAX_PAGE:
-            raise CommandError(f"--limit must be between 1 and {selectors.MAX_PAGE}")
-        page = selectors.run_list(status=status, workflow=workflow, cursor=cursor, limit=limit)
+        if not 1 <= limit <= run_reads.MAX_PAGE:
+            raise CommandError(f"--limit must be between 1 and {run_reads.MAX_PAGE}")
+        page = run_reads.run_list(status=status, workflow=workflow, cursor=cursor, limit=limit)
         for run in page.items:
             self.stdout.write(
                 f"{run.id}  {run.status:<9}  {run.workflow}  {json.dumps(run.key)}  {_when(run.created_at)}"
@@ -124,7 +125,7 @@ class Command(BaseCommand):
             self.stdout.write(f"more: --cursor {page.next_cursor}")
 
     def do_show(self, *, run_id, **_):
-        run = selectors.run_detail(run_id)
+        run = run_reads.run_detail(run_id)
         w = self.stdout.write
         w(f"run {run.id}: {run.workflow} {json.dumps(run.key)} version {run.version or '-'}")
         w(f"status {run.status}; created {_when(run.created_at)}; finished {_when(run.finished_at)}")

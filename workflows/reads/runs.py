@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 from django.db.models import Prefetch, Q
 
-from .core.exceptions import BadInput, RunNotFound
-from .core.keys import key_identity, quoted
-from .core.records import EventRecord
-from .core.retention import PRUNABLE
-from .models import Entry, Run, attempts_in_order
-from .storage.django.rows import events_after
+from ..core.exceptions import BadInput, RunNotFound
+from ..core.keys import key_identity, quoted
+from ..core.records import EventRecord
+from ..core.retention import PRUNABLE
+from ..models import Entry, Run, attempts_in_order
+from ..storage.django.rows import events_after
 
 MAX_PAGE = 200  # runs or events per page, at most
 
@@ -82,7 +82,7 @@ def run_list(
     using: str | None = None,
 ) -> RunPage:
     """Runs newest first, filtered; state and result are left out (read one run for those).
-    `using`: the database alias read (`GET /api/runs` may read a replica, workflows.read_source)."""
+    `using`: the database alias read (`GET /api/runs` may read a replica, workflows.reads.source)."""
     limit = max(1, min(limit, MAX_PAGE))
     runs = Run.objects.using(using).defer("state", "result").order_by("-created_at", "-id")
     if workflow:
@@ -137,7 +137,7 @@ class Kept:
 def run_kept(run: Run, last_audit_at: dt.datetime | None) -> Kept | None:
     """For a finished run, when pruning will delete it and why; None for a live run (or when
     RETENTION is malformed: `manage.py check` reports that, workflows.E020)."""
-    from . import conf
+    from .. import conf
 
     try:
         retention = conf.retention()

@@ -2,7 +2,7 @@
 
 A key looks like `wf_<43 url-safe characters>`; its first 8 characters (the prefix) are stored in
 clear to find the candidate rows and to let an operator tell keys apart, the rest only as a hash.
-The admin (admin_apikeys.py) and `manage.py workflows apikey ...` create and revoke keys here.
+The admin (workflows/admin/apikeys.py) and `manage.py workflows apikey ...` create and revoke keys here.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from django.db.models import Q
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
-from .core.exceptions import BadInput
-from .models import ApiKey
+from ..core.exceptions import BadInput
+from ..models import ApiKey
 
 KEY_MARKER = "wf_"  # makes leaked keys easy to spot (secret scanners, logs)
 PREFIX_LENGTH = 8  # characters of the key stored and shown in clear
@@ -92,5 +92,10 @@ class ApiKeyAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
         api_key = check_api_key(token.strip())
         if api_key is not None:
-            request.api_key = api_key  # type: ignore[attr-defined]  # our own attribute, read by api._actor
+            request.api_key = api_key  # type: ignore[attr-defined]  # our own attribute, read by actor()
         return api_key
+
+
+def actor(request: HttpRequest) -> str:
+    """Who an authenticated API request acts as, in the audit log: `api:<key name>`."""
+    return f"api:{request.api_key.name}"  # type: ignore[attr-defined]  # set by ApiKeyAuth

@@ -39,12 +39,12 @@ from django_tasks.exceptions import InvalidTaskBackendError, InvalidTaskError
 from django_tasks.signals import task_enqueued
 from django_tasks.utils import normalize_json
 
-from .core.exceptions import NotRecordable
-from .core.jsonvalue import normalize
-from .engine import defaults
-from .tasks_results import WORKFLOW, get_result
-from .tasks_workflow import TaskTimeout, registry, task_workflow
-from .telemetry.tracing import producer_span
+from ..core.exceptions import NotRecordable
+from ..core.jsonvalue import normalize
+from ..engine import defaults
+from ..telemetry.tracing import producer_span
+from .results import WORKFLOW, get_result
+from .workflow import TaskTimeout, registry, task_workflow
 
 __all__ = [
     "WORKFLOW",
@@ -252,7 +252,7 @@ def _create_run(
     """The task's run, as `DjangoStore.get_or_create_run` starts one, less its look-up of an
     existing run: a new result id (a uuid4) names none. On the caller's connection: inside the
     caller's transaction, if any."""
-    from .storage.django.writes import start_run
+    from ..storage.django.writes import start_run
 
     start_run(
         WORKFLOW,

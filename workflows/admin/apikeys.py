@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from .api_auth import fill_new_key
-from .models import ApiKey
+from ..http.auth import fill_new_key
+from ..models import ApiKey
 
 
 @admin.register(ApiKey)

@@ -17,10 +17,10 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from . import operations
-from .core.exceptions import WorkflowError
-from .core.ids import short_run_id
-from .models import Schedule
+from .. import operations
+from ..core.exceptions import WorkflowError
+from ..core.ids import short_run_id
+from ..models import Schedule
 
 UPCOMING = 5  # fire times shown ahead
 FIELDS = (

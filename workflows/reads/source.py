@@ -24,10 +24,12 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.http import HttpResponse
 from django.utils.connection import ConnectionDoesNotExist
 
-from . import conf
-from .core.durations import format_duration
+from .. import conf
+from ..core.durations import format_duration
 
-logger = logging.getLogger("workflows.read_source")
+logger = logging.getLogger(
+    "workflows.read_source"
+)  # its name before workflows.reads: logging configs know it
 
 T = TypeVar("T")
 

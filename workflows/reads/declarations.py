@@ -1,4 +1,4 @@
-"""What a workflow declares for the inspector, read through the configured registry: the state keys
+"""What a workflow declares for the pages that show its runs, read through the configured registry: the state keys
 that label its runs (`workflow(..., labels=...)`), its decision queues (`queue(...,
 choices=..., note=..., shows=...)`) and the external calls of its steps (`calls_out=...`). The inspector knows workflows only through these: a run whose workflow is not in
 this server's registries shows without labels and without decision buttons.
@@ -10,10 +10,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from workflows import Workflow, conf
-from workflows.core.exceptions import WorkflowError
-from workflows.engine.definition import QueueSpec
-from workflows.masking import mask
+from .. import conf
+from ..core.exceptions import WorkflowError
+from ..engine.definition import QueueSpec, Workflow
+from ..masking import mask
 
 LABEL_CHARS = 120  # a label is a glance, not the value: longer text is cut
 

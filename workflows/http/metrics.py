@@ -25,19 +25,20 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from . import backlog, conf
-from .api_errors import UNAVAILABLE
-from .core.records import LIVE
-from .telemetry.metrics import multiprocess_dir
+from .. import conf
+from ..core.records import LIVE
+from ..reads import backlog
+from ..telemetry.metrics import multiprocess_dir
+from .errors import UNAVAILABLE
 
 logger = logging.getLogger(__name__)
 
-# What a database that is away raises: Django's errors, the pool's and the driver's (api_errors).
+# What a database that is away raises: Django's errors, the pool's and the driver's (errors.py).
 READ_FAILURES: tuple[type[Exception], ...] = (DatabaseError, *UNAVAILABLE)
 
 
 class DatabaseCollector(Collector):
-    """Gauges read from run rows on each scrape, by bounded, indexed queries (`workflows.backlog`).
+    """Gauges read from run rows on each scrape, by bounded, indexed queries (`workflows.reads.backlog`).
     Every served workflow gets a series, zero when it has no runs, so alerts see a value. When the
     database does not answer, `workflows_database_up` is 0 and the other gauges are left out."""
 

@@ -1,8 +1,7 @@
-"""The engine's errors as HTTP, in one JSON shape, for any NinjaAPI that mounts `workflows.api.router`.
+"""The engine's errors as HTTP, in one JSON shape, for any NinjaAPI that mounts `workflows.http.router`.
 
     from ninja import NinjaAPI
-    from workflows.api import router
-    from workflows.api_errors import install_error_handlers
+    from workflows.http import install_error_handlers, router
 
     api = install_error_handlers(NinjaAPI())
     api.add_router("/", router)
@@ -39,8 +38,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
-from .api_parser import JsonParser, JsonTooDeep
-from .core.exceptions import (
+from ..core.exceptions import (
     BadInput,
     MessageTimeout,
     NotApplicable,
@@ -51,6 +49,7 @@ from .core.exceptions import (
     ValueTooLarge,
     WorkflowError,
 )
+from .parser import JsonParser, JsonTooDeep
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +159,7 @@ STATUS_CODES = {404: "not_found", 405: "method_not_allowed", 500: "internal_erro
 
 
 def json_error_prefixes() -> tuple[str, ...]:
-    from . import conf  # the settings, read per request (tests override them)
+    from .. import conf  # the settings, read per request (tests override them)
 
     return tuple(conf.get("JSON_ERROR_PREFIXES") or ())
 

@@ -3,7 +3,7 @@
 Python's parser gives up on deep nesting with a RecursionError (a 500 where a view parses the body
 itself), and the engine refuses values deeper than `MAX_DEPTH` anyway: a body nested deeper than
 `MAX_BODY_DEPTH` (128, above the values' own `workflows.core.jsonvalue.MAX_DEPTH`) is refused at once as `JsonTooDeep`, which the API answers with 400 `bad_request`
-naming the limit (`workflows.api_errors.install_error_handlers` installs `JsonParser` on an API
+naming the limit (`workflows.http.install_error_handlers` installs `JsonParser` on an API
 that still has Ninja's default parser).
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja.parser import Parser
 
-from .core.jsonvalue import nested_deeper_than
+from ..core.jsonvalue import nested_deeper_than
 
 MAX_BODY_DEPTH = 128
 """Above `MAX_DEPTH`: a request's own objects wrap the values it carries (each allowed `MAX_DEPTH`

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Min
 
-from . import conf
-from .core.records import LIVE, RunStatus
-from .models import Run
+from .. import conf
+from ..core.records import LIVE, RunStatus
+from ..models import Run
 
 RECENT_WINDOW = dt.timedelta(minutes=15)
 RECENT_ROW_CAP = 20_000  # run rows read for the medians of one window
@@ -55,7 +55,7 @@ def backlog(
 ) -> list[Backlog]:
     """Per workflow (those named, plus any with something to show), sorted by name. Without
     `lateness` the recent runs' start lateness is not read (`/metrics` has it as a histogram).
-    `using`: the database alias read (the dashboard's may be a replica, workflows.read_source)."""
+    `using`: the database alias read (the dashboard's may be a replica, workflows.reads.source)."""
     now = now or conf.default_store().shared_clock.now()  # due and stalled as the runners judge them
     due_rows = (
         Run.objects.using(using)

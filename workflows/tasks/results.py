@@ -26,8 +26,8 @@ from django.utils.module_loading import import_string
 from django_tasks.base import Task, TaskError, TaskResult, TaskResultStatus
 from django_tasks.exceptions import TaskResultDoesNotExist
 
-from .core.jsonvalue import unstorable
-from .core.keys import key_identity
+from ..core.jsonvalue import unstorable
+from ..core.keys import key_identity
 
 WORKFLOW = "django.task"  # the built-in workflow every task runs as
 NOTE_PREFIX = "django.task attempt: "  # the note a failed attempt's traceback ends with
@@ -115,7 +115,7 @@ class Attempts:
     def of_run(cls, run_id: Any) -> Attempts:
         """Two queries: the run's step entries (current and superseded by an operator's replay)
         and their attempts, oldest first."""
-        from .models import Entry, attempts_in_order
+        from ..models import Entry, attempts_in_order
 
         found = cls()
         entries = {
@@ -149,7 +149,7 @@ class Attempts:
 
 def find_run(result_id: str) -> Any:
     """The run of a result id; TaskResultDoesNotExist when there is none."""
-    from .models import Run
+    from ..models import Run
 
     if not isinstance(result_id, str) or not result_id or unstorable(result_id) is not None:
         raise TaskResultDoesNotExist(result_id)
@@ -205,6 +205,6 @@ def get_result(result_id: str) -> TaskResult:
 
 
 def result_of_run_id(run_id: str) -> TaskResult:
-    from .models import Run
+    from ..models import Run
 
     return result_of_run(Run.objects.get(id=run_id))

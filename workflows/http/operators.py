@@ -1,0 +1,58 @@
+"""The generic API's operator routes: replay, retry now and cancel, each audited by
+`workflows.operations` with the actor `api:<key name>` (the router: `workflows.http.api`)."""
+
+from __future__ import annotations
+
+from ninja import Path
+
+from .. import operations
+from .api import router
+from .auth import actor
+from .schemas import AUTH, BODY, INVALID, MAX_ID, NOT_FOUND, TOO_LARGE, ErrorOut, ReasonIn, ReplayIn, RunOut
+
+
+@router.post(
+    "/runs/{run_id}/replay",
+    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, 409: ErrorOut, **TOO_LARGE, **INVALID},
+    summary="Replay from a step",
+    operation_id="workflows_api_replay",
+)
+def replay(request, run_id: str, payload: ReplayIn):
+    """Runs the run again from `entry_id`: that entry and the later ones of its scope become
+    superseded history; earlier ones, waits included, stay. 409 `not_applicable`: the run is
+    running right now (nothing changes, nothing is audited); 413: an edited input over
+    MAX_VALUE_BYTES; 422: not a current entry of the run."""
+    return operations.replay_from(
+        run_id,
+        payload.entry_id,
+        actor=actor(request),
+        reason=payload.reason,
+        input=payload.input,
+        edit_input="input" in payload.model_fields_set,
+    )
+
+
+@router.post(
+    "/runs/{run_id}/entries/{entry_id}/retry-now",
+    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, 409: ErrorOut, **INVALID},
+    summary="Retry a step now",
+    operation_id="workflows_api_retry_now",
+)
+def retry_now(request, run_id: str, payload: ReasonIn, entry_id: int = Path(..., ge=1, le=MAX_ID)):
+    """Skips the rest of a step's retry backoff. 409 `not_applicable`: the run has finished or was
+    cancelled, or the step is not waiting to retry (nothing changes, nothing is audited); 422: not
+    a current entry of the run."""
+    return operations.retry_now(run_id, entry_id, actor=actor(request), reason=payload.reason)
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    response={200: RunOut, **BODY, **AUTH, **NOT_FOUND, 409: ErrorOut, **INVALID},
+    summary="Cancel a run",
+    operation_id="workflows_api_cancel",
+)
+def cancel(request, run_id: str, payload: ReasonIn):
+    """A waiting run ends cancelled at once, a running one at its next entry (`cancel_requested`
+    shows the request meanwhile). 409 `not_applicable`: the run has already finished (nothing
+    changes, nothing is audited)."""
+    return operations.cancel(run_id, actor=actor(request), reason=payload.reason)

@@ -1,0 +1,28 @@
+"""The engine's tables. Models hold data and constraints; `workflows.storage.django` writes
+them (and nothing else does). Statuses, kinds and outcomes are the core's enums.
+
+- `runs`: Run, Entry (a step, a wait, ... of a run) and Attempt, with the prefetch and filter
+  that read attempts as history.
+- `messages`: Message (sent to a run), Event (broadcast by it), AuditEntry (an operator's action).
+- `operating`: RunnerPresence, ApiKey, Limiter and LimiterSlot, Schedule.
+"""
+
+from .messages import AuditEntry, Event, Message
+from .operating import ApiKey, Limiter, LimiterSlot, RunnerPresence, Schedule
+from .runs import Attempt, Entry, Run, attempts_in_order, implied_attempts
+
+__all__ = [
+    "ApiKey",
+    "Attempt",
+    "AuditEntry",
+    "Entry",
+    "Event",
+    "Limiter",
+    "LimiterSlot",
+    "Message",
+    "Run",
+    "RunnerPresence",
+    "Schedule",
+    "attempts_in_order",
+    "implied_attempts",
+]
