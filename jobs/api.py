@@ -1,4 +1,4 @@
-"""`POST /jobs` and `GET /jobs/{job_id}`: start an AI job and read it (DESIGN.md §5).
+"""`POST /jobs` and `GET /jobs/{job_id}`: start an AI job and read it.
 
 Errors become HTTP once, in config/api.py, in the one shape `{"error": {"code", "message",
 "detail"}}`. The body is read here rather than by Ninja so that an oversized body is refused

@@ -1,4 +1,4 @@
-"""Durable workflows for Django: the public API (DESIGN.md §2).
+"""Durable workflows for Django: the public API.
 
 What an app needs to define, start and follow runs is here; the HTTP helpers are in
 `workflows.http`, the models in `workflows.models`, the test helpers in `workflows.testing`.

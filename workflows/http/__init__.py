@@ -4,7 +4,7 @@
     from workflows.http import install_error_handlers, router
 
     api = install_error_handlers(NinjaAPI())
-    api.add_router("/", router)  # the generic API of every registered workflow (DESIGN.md §5)
+    api.add_router("/", router)  # the generic API of every registered workflow
 
 An app's own routes reuse the same pieces: `ApiKeyAuth` (keys made in the admin or with
 `manage.py workflows apikey`), `parse_json` for a body it reads itself, `ErrorOut` for the one

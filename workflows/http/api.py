@@ -1,4 +1,4 @@
-"""The router of the generic HTTP API for every registered workflow, mounted at /api/ (DESIGN.md §5).
+"""The router of the generic HTTP API for every registered workflow, mounted at /api/.
 
 Each operation reads like a line of a table of contents: schema in, one client, read-model or
 operation call, schema out. Domain errors become HTTP once, all in one shape, on the NinjaAPI that
