@@ -62,7 +62,7 @@ def _shim_settings() -> None:
 if __name__ == "__main__":
     _shim_settings()
 
-from django_tasks import task  # noqa: E402 - after the shim: @task reads settings.TASKS
+from workflows.tasks import task  # noqa: E402 - after the shim: @task reads settings.TASKS
 
 
 @task

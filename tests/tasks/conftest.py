@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from django_tasks.signals import task_enqueued, task_finished, task_started
+
+from workflows.tasks.framework import task_enqueued, task_finished, task_started
 
 from . import tasks
 

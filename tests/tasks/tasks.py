@@ -10,9 +10,8 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from django_tasks import task
-
 from workflows import queue, setup, workflow
+from workflows.tasks import task
 
 CALLS: Counter = Counter()  # "<task> <first arg>" -> calls in this process
 CONTEXTS: list[tuple[str, int]] = []  # (result id, attempt) seen by context tasks

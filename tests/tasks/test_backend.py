@@ -9,18 +9,20 @@ import datetime as dt
 
 import pytest
 from django.test import override_settings
-from django_tasks import TaskResultStatus, task, task_backends
-from django_tasks.exceptions import (
-    InvalidTaskBackendError,
-    InvalidTaskError,
-    TaskResultDoesNotExist,
-    TaskResultMismatch,
-)
 
 from tests.tracing_support import tracing
 from workflows import tasks as durable
 from workflows.models import Entry, Run
 from workflows.storage.django import DjangoStore
+from workflows.tasks.framework import (
+    InvalidTaskBackendError,
+    InvalidTaskError,
+    TaskResultDoesNotExist,
+    TaskResultMismatch,
+    TaskResultStatus,
+    task,
+    task_backends,
+)
 from workflows.testing import arun_until_idle, run_until_idle
 
 from . import tasks
@@ -337,7 +339,7 @@ def test_check__quiet_when_the_runner_serves_the_task_workflow():
 
 
 def test_signals__a_failing_task_finished_receiver_does_not_run_the_task_again():
-    from django_tasks.signals import task_finished
+    from workflows.tasks.framework import task_finished
 
     def broken(sender, task_result, **kwargs):
         raise RuntimeError("receiver bug")

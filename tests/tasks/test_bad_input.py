@@ -4,10 +4,9 @@ with the framework's ValueError and stores nothing; a result id holding it is si
 from __future__ import annotations
 
 import pytest
-from django_tasks import task_backends
-from django_tasks.exceptions import TaskResultDoesNotExist
 
 from workflows.models import Run
+from workflows.tasks.framework import TaskResultDoesNotExist, task_backends
 
 from . import tasks
 

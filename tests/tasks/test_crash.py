@@ -6,11 +6,11 @@ from __future__ import annotations
 import signal
 
 import pytest
-from django_tasks import TaskResultStatus
 
 from tests.acceptance.conftest import Runners
 from tests.support import wait_for
 from workflows.models import Entry, Run
+from workflows.tasks.framework import TaskResultStatus
 
 from . import tasks
 

@@ -7,10 +7,10 @@ import threading
 
 import pytest
 from django.db import connection, transaction
-from django_tasks import TaskResultStatus
 
 from workflows import tasks as durable
 from workflows.models import Attempt, Message, Run
+from workflows.tasks.framework import TaskResultStatus
 from workflows.testing import run_until_idle
 
 from . import tasks

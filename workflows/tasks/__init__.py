@@ -33,16 +33,23 @@ from typing import Any, ParamSpec, TypeVar
 from django.core import checks
 from django.utils.module_loading import import_string
 from django.utils.version import PY311
-from django_tasks.backends.base import BaseTaskBackend
-from django_tasks.base import Task, TaskResult, TaskResultStatus
-from django_tasks.exceptions import InvalidTaskBackendError, InvalidTaskError
-from django_tasks.signals import task_enqueued
-from django_tasks.utils import normalize_json
 
 from ..core.exceptions import NotRecordable
 from ..core.jsonvalue import normalize
 from ..engine import defaults
 from ..telemetry.tracing import producer_span
+from .framework import (
+    BaseTaskBackend,
+    GenericTask,
+    InvalidTaskBackendError,
+    InvalidTaskError,
+    Task,
+    TaskResult,
+    TaskResultStatus,
+    normalize_json,
+    task,
+    task_enqueued,
+)
 from .results import WORKFLOW, get_result
 from .workflow import TaskTimeout, registry, task_workflow
 
@@ -53,6 +60,7 @@ __all__ = [
     "TaskTimeout",
     "durable_backend_configured",
     "registry",
+    "task",
 ]
 
 T = TypeVar("T")
@@ -70,7 +78,7 @@ Backoff = float | tuple[float, float] | Callable[[BaseException, TaskResult], fl
 
 
 @dataclass(frozen=True, slots=PY311, kw_only=True)  # type: ignore[literal-required]
-class DurableTask(Task[P, T]):
+class DurableTask(GenericTask[P, T]):
     """The framework's Task with the retry options proposed for Django (django/new-features#142):
     `@task(max_attempts=..., backoff=..., timeout=...)`. None takes the backend's OPTIONS. As in
     the proposal, `.using()` does not change them.
@@ -178,7 +186,11 @@ class DurableBackend(BaseTaskBackend):
 
     def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
         yield from super().check(**kwargs)
-        if WORKFLOW not in defaults.default_registry():  # the registries the app configured
+        try:
+            served = defaults.default_registry()  # the registries the app configured
+        except Exception:  # a bad REGISTRIES entry: workflows.E003-E005 say which
+            return  # (Django 6 runs the tasks framework's checks before the workflows app's)
+        if WORKFLOW not in served:
             yield checks.Warning(
                 f"TASKS[{self.alias!r}] is a DurableBackend, but the runner does not serve its "
                 f"workflow {WORKFLOW!r}: tasks enqueued there will never run.",

@@ -23,11 +23,10 @@ from typing import Any
 
 from django.core.exceptions import SuspiciousOperation
 from django.utils.module_loading import import_string
-from django_tasks.base import Task, TaskError, TaskResult, TaskResultStatus
-from django_tasks.exceptions import TaskResultDoesNotExist
 
 from ..core.jsonvalue import unstorable
 from ..core.keys import key_identity
+from .framework import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
 
 WORKFLOW = "django.task"  # the built-in workflow every task runs as
 NOTE_PREFIX = "django.task attempt: "  # the note a failed attempt's traceback ends with

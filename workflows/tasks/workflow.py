@@ -22,16 +22,22 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from django_tasks.base import TaskContext, TaskError, TaskResult, TaskResultStatus
-from django_tasks.signals import task_finished, task_started
-from django_tasks.utils import get_exception_traceback, normalize_json
-
 from ..core.exceptions import BadInput, CriticalError, RetryAfter, StepFailed
 from ..engine import defaults
 from ..engine.definition import workflow
 from ..engine.registry import setup
 from ..engine.step_context import StepContext
 from ..tasks_workflow import TaskTimeout
+from .framework import (
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultStatus,
+    get_exception_traceback,
+    normalize_json,
+    task_finished,
+    task_started,
+)
 from .results import (
     WORKFLOW,
     Attempts,
