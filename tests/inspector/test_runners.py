@@ -46,7 +46,7 @@ def banner(client, run_id) -> tuple[str | None, str | None]:
     pages = (reverse("admin:workflows_run_inspect", args=[run_id]), reverse("inspector:run", args=[run_id]))
     found = []
     for url in pages:
-        response = client.get(url)
+        response = client.get(url, follow=True)  # the dashboard's run URL: the admin's page
         assert response.status_code == 200
         found.append(response.context["run_banner"])
         assert (b"data-runner-banner" in response.content) == (response.context["run_banner"] is not None)
