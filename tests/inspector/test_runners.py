@@ -1,5 +1,5 @@
 """The dashboard's runners (live ones with what they hold and serve) and the runs no live runner
-knows: counted on the dashboard, a banner on their page in the inspector and the live timeline."""
+knows: counted on the dashboard, a banner on their page in the inspector (the dashboard's run URL leads there)."""
 
 from __future__ import annotations
 
