@@ -1,4 +1,5 @@
-"""The operator dashboard, mounted at /dashboard/ by config/urls.py."""
+"""The operator dashboard, mounted at /dashboard/ by config/urls.py; `runs/<id>/` redirects to the
+admin's run page."""
 
 from django.urls import path
 
@@ -10,5 +11,4 @@ urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("stats/", views.stats_fragment, name="stats"),
     path("runs/<uuid:run_id>/", views.run, name="run"),
-    path("runs/<uuid:run_id>/live/", views.run_fragment, name="run_fragment"),
 ]

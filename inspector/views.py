@@ -1,12 +1,12 @@
 """The operator dashboard: runs live, last hour's throughput and failures, step durations, the
-backlog and schedule-to-start by workflow, and one run's live timeline. Every view needs what the admin's run inspector needs (inspector.access)."""
+backlog and schedule-to-start by workflow; a run opens on the admin's run page. Every view needs
+what the admin's run inspector needs (inspector.access)."""
 
 from __future__ import annotations
 
 from django.contrib import admin
-from django.http import Http404
+from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
 
 from workflows.core.records import RUNNER_DEAD_AFTER_LEASES
 from workflows.reads import decisions as decision_reads
@@ -91,25 +91,8 @@ def stats_fragment(request):
     )
 
 
-def _run_context(request, run_id):
-    page = pages.run_page(str(run_id))
-    if page is None:
-        raise Http404("no such run")
-    return _context(
-        request,
-        title=f"{page.run.workflow} {' / '.join(page.run.key)}",
-        page=page,
-        run=page.run,
-        run_banner=runners.run_banner(page.run),
-        fragment_url=reverse("inspector:run_fragment", args=[page.run.id]),
-    )
-
-
 @view_runs_required
 def run(request, run_id):
-    return TemplateResponse(request, "inspector/run.html", _run_context(request, run_id))
-
-
-@view_runs_required
-def run_fragment(request, run_id):
-    return TemplateResponse(request, "inspector/_run_live.html", _run_context(request, run_id))
+    """The run's page is the admin's; the dashboard's old run URL (bookmarks, `reverse`) leads
+    there, after the same access check, so a refused user still gets the dashboard's 403."""
+    return redirect("admin:workflows_run_inspect", str(run_id))

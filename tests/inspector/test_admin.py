@@ -372,7 +372,9 @@ def test_dashboard__counts_rates_and_step_durations(admin_client):
     assert [(s.workflow, s.name, s.count) for s in stats.step_stats] == [("approval", "prepare", 2)]
     page = response.content.decode()
     assert "d1" in page and "d2" in page and "100.0 %" in page
-    run_page = admin_client.get(reverse("inspector:run", args=[Run.objects.get(key_text='["d1"]').id]))
+    run_page = admin_client.get(
+        reverse("inspector:run", args=[Run.objects.get(key_text='["d1"]').id]), follow=True
+    )
     assert run_page.status_code == 200 and "wait-approval" in run_page.content.decode()
 
 

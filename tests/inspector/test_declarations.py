@@ -179,7 +179,7 @@ def test_labels__name_the_run_in_the_admin_list_on_its_pages_and_in_the_live_fee
         reverse("admin:workflows_run_inspect", args=[run.id]),
         reverse("inspector:run", args=[run.id]),
     ):
-        page = admin_client.get(url).content.decode()
+        page = admin_client.get(url, follow=True).content.decode()
         assert re.search(r'class="wf-run-labels".*?Ann Lee.*?in review', page, re.S), url
     summary = selectors.run_summary(run)
     assert summary["labels"]["title"] == "Ann Lee"
@@ -217,7 +217,7 @@ def test_a_workflow_this_server_does_not_know_shows_bare_and_never_crashes(admin
         reverse("inspector:run", args=[run.id]),
         reverse("admin:workflows_run_send", args=[run.id]) + "?queue=verdict&choice=Pay",
     ):
-        response = admin_client.get(url)
+        response = admin_client.get(url, follow=True)
         assert response.status_code == 200, url
         assert "data-run-labels" not in response.content.decode(), url
     assert selectors.run_summary(run)["labels"] == {"title": None, "details": []}

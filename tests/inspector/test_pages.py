@@ -1,6 +1,7 @@
 """The operators' pages tell the truth: a failure repaired since still counts on the dashboard, and
 so does every failed attempt; "live" shows only on runs that can still change; a user who may not
-see a page gets a 403 in the site's look saying which permission is missing."""
+see a page gets a 403 in the site's look saying which permission is missing; the dashboard's run
+URL leads to the admin's run page."""
 
 from __future__ import annotations
 
@@ -82,8 +83,22 @@ def test_live_indicator_only_on_runs_that_can_still_change(admin_client, page):
     run_until_idle(flows.registry)
     for run, live in ((waiting, True), (completed, False), (failed, False), (cancelled, False)):
         run.refresh_from_db()
-        html = admin_client.get(reverse(page, args=[run.id])).content.decode()
+        html = admin_client.get(reverse(page, args=[run.id]), follow=True).content.decode()
         assert ("data-live-indicator" in html) is live, (run.status, page)
+
+
+# --- one run page: the admin's -----------------------------------------------------------------
+
+
+def test_the_dashboards_run_url_redirects_to_the_admins_run_page(client):
+    run = run_of("approval", "r")
+    client.force_login(staff("viewer", "view_run"))  # may read runs, may act on nothing
+    response = client.get(reverse("inspector:run", args=[run.id]))
+    assert response.status_code == 302
+    assert response["Location"] == reverse("admin:workflows_run_inspect", args=[run.id])
+    page = client.get(response["Location"])
+    assert page.status_code == 200 and "data-live-run" in page.content.decode()
+    assert reverse("admin:workflows_run_fragment", args=[run.id]) in page.content.decode()
 
 
 # --- 403 in the site's look -------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The dashboard's runners (live ones with what they hold and serve) and the runs no live runner
-knows: counted on the dashboard, a banner on their page in the inspector and the live timeline."""
+knows: counted on the dashboard, a banner on their page in the inspector (the dashboard's run URL leads there)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def banner(client, run_id) -> tuple[str | None, str | None]:
     pages = (reverse("admin:workflows_run_inspect", args=[run_id]), reverse("inspector:run", args=[run_id]))
     found = []
     for url in pages:
-        response = client.get(url)
+        response = client.get(url, follow=True)  # the dashboard's run URL: the admin's page
         assert response.status_code == 200
         found.append(response.context["run_banner"])
         assert (b"data-runner-banner" in response.content) == (response.context["run_banner"] is not None)
