@@ -36,6 +36,8 @@ import time
 import uuid
 from pathlib import Path
 
+from workflows.core.new_run import NewRun
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -90,10 +92,7 @@ class Bench:
         from django.utils import timezone
 
         self.n += 1
-        self.store.get_or_create_run(
-            workflow=workflow, key=[f"{self.owner}-{self.n}"], version="", initial_state={},
-            now=timezone.now(), concurrency_group=group,
-        )  # fmt: skip
+        self.store.get_or_create_run(NewRun(workflow=workflow, key=[f"{self.owner}-{self.n}"], version="", initial_state={}, now=timezone.now(), concurrency_group=group))  # fmt: skip
 
     def _finish(self, run_ids: list[str]) -> None:
         from workflows.models import Run

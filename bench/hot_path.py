@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workflows.core.new_run import NewRun
+
 if __package__ in (None, ""):  # run as a script: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -85,7 +87,7 @@ def _claimed(n: int, prefix: str) -> list[Any]:
     store = DjangoStore()
     for i in range(n):
         store.get_or_create_run(
-            workflow="bench_ten", key=[prefix, str(i)], version="1", initial_state={}, now=_now()
+            NewRun(workflow="bench_ten", key=[prefix, str(i)], version="1", initial_state={}, now=_now())
         )
     return store.claim(owner="bench", workflows=["bench_ten"], limit=n, lease_seconds=600, now=_now())
 

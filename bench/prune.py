@@ -27,6 +27,8 @@ import time
 import uuid
 from pathlib import Path
 
+from workflows.core.new_run import NewRun
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ["BENCH_PG_DATABASE"] = os.environ.get("BENCH_PRUNE_DATABASE", "bench_prune")
@@ -57,7 +59,7 @@ class HotPath:
         self.n += 1
         now = timezone.now()
         self.store.get_or_create_run(
-            workflow="live", key=[f"{self.owner}-{self.n}"], version="", initial_state={}, now=now
+            NewRun(workflow="live", key=[f"{self.owner}-{self.n}"], version="", initial_state={}, now=now)
         )
         started = time.perf_counter()
         [run] = self.store.claim(owner=self.owner, workflows=["live"], limit=1, lease_seconds=30, now=now)

@@ -13,6 +13,7 @@ from django.db import ProgrammingError, connection
 
 from tests.support import a_step, now
 from workflows.core.exceptions import RunNotFound, StoreUnavailable
+from workflows.core.new_run import NewRun
 from workflows.core.records import OutgoingMessage
 from workflows.models import Run
 from workflows.storage.django import DjangoStore
@@ -34,7 +35,14 @@ def create(n: int, group: str | None = None) -> list[str]:
     store = DjangoStore()
     return [
         store.get_or_create_run(
-            workflow="wf", key=[f"k{i}"], version="v", initial_state={}, now=now(), concurrency_group=group
+            NewRun(
+                workflow="wf",
+                key=[f"k{i}"],
+                version="v",
+                initial_state={},
+                now=now(),
+                concurrency_group=group,
+            )
         )[0].id
         for i in range(n)
     ]
@@ -88,8 +96,8 @@ def test_a_run_created_from_the_loop_is_runnable_and_a_taken_key_answers_its_run
     start = {"workflow": "wf", "version": "v", "initial_state": {"n": 1}, "now": now()}
 
     async def go():
-        made, created = await store.aget_or_create_run(key=["k"], **start)
-        again, created_again = await store.aget_or_create_run(key=["k"], **start)
+        made, created = await store.aget_or_create_run(NewRun(key=["k"], **start))
+        again, created_again = await store.aget_or_create_run(NewRun(key=["k"], **start))
         return made, created, again, created_again
 
     made, created, again, created_again = asyncio.run(go())

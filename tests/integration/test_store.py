@@ -14,6 +14,7 @@ from tests.support import now
 from workflows import queue, setup, workflow
 from workflows.core.clock import FakeClock
 from workflows.core.exceptions import InvalidKey, InvalidMessage, LeaseLost, UnknownQueue, UnknownWorkflow
+from workflows.core.new_run import NewRun
 from workflows.core.records import AttemptWrite, Commit, EntryWrite
 from workflows.engine.client import WorkflowClient
 from workflows.engine.runner import Runner
@@ -41,7 +42,7 @@ registry = setup(use={"wf": workflow(_wait_start, queues={"start": queue(Start)}
 
 def make_run(key="k", workflow="wf"):
     return DjangoStore().get_or_create_run(
-        workflow=workflow, key=[key], version="v", initial_state={}, now=now()
+        NewRun(workflow=workflow, key=[key], version="v", initial_state={}, now=now())
     )[0]
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from ..core.clock import AnchoredClock, Clock
 from ..core.concurrency import GroupUse
 from ..core.limits import Grant, Limiter
+from ..core.new_run import NewRun
 from ..core.records import (
     NOT_EDITED,
     Audit,
@@ -57,47 +58,22 @@ class Store(ABC):
 
     # --- runs ---
     @abstractmethod
-    def get_or_create_run(
-        self,
-        *,
-        workflow: str,
-        key: list[str],
-        version: str,
-        initial_state: dict[str, Any],
-        now: dt.datetime,
-        trace_context: dict[str, str] | None = None,
-        priority: int = 0,
-        concurrency_group: str | None = None,
-        first_message: OutgoingMessage | None = None,
-    ) -> tuple[RunRecord, bool]:
-        """The run of (workflow, key), created runnable when missing; a stable key makes starts
-        idempotent. `trace_context` (the starter's W3C carrier), `priority` and
-        `concurrency_group` are kept with a new run only. `first_message` (its queue, body and
-        trace context; no target) is stored for a new run only, in the transaction that creates
-        it, so the run is never seen without it."""
+    def get_or_create_run(self, new: NewRun) -> tuple[RunRecord, bool]:
+        """The run of (new.workflow, new.key), created runnable when missing; a stable key makes
+        starts idempotent. `trace_context`, `priority` and `concurrency_group` are kept with a new
+        run only. `first_message` (its queue, body and trace context; no target) is stored for a
+        new run only, in the transaction that creates it, so the run is never seen without it."""
 
     def get_or_create_held_run(
-        self,
-        *,
-        owner: str,
-        lease_seconds: float,
-        workflow: str,
-        key: list[str],
-        version: str,
-        initial_state: dict[str, Any],
-        now: dt.datetime,
-        trace_context: dict[str, str] | None = None,
-        priority: int = 0,
+        self, new: NewRun, *, owner: str, lease_seconds: float
     ) -> tuple[RunRecord, bool, bool]:
         """`get_or_create_run` for a runner that will execute a new run itself (`Runner.start`):
         (run, created, held). A store that can creates the run already leased to `owner` for
         `lease_seconds`, as a claim would leave it (held True): no claim follows and no other runner
         is woken. This default creates it runnable (held False): the runner claims it as any other.
-        Never for a run in a concurrency group (its admission is the claim's)."""
-        run, created = self.get_or_create_run(
-            workflow=workflow, key=key, version=version, initial_state=initial_state, now=now,
-            trace_context=trace_context, priority=priority,
-        )  # fmt: skip
+        Never for a run in a concurrency group (its admission is the claim's), nor with a first
+        message."""
+        run, created = self.get_or_create_run(new)
         return run, created, False
 
     @abstractmethod
@@ -282,18 +258,7 @@ class Store(ABC):
     # --- start options (the client's on_conflict / debounce) ---------------------------------------
     @abstractmethod
     def start_run(
-        self,
-        *,
-        workflow: str,
-        key: list[str],
-        version: str,
-        initial_state: dict[str, Any],
-        now: dt.datetime,
-        replace: bool = False,
-        debounce: float | None = None,
-        priority: int = 0,
-        concurrency_group: str | None = None,
-        first_message: OutgoingMessage | None = None,
+        self, new: NewRun, *, replace: bool = False, debounce: float | None = None
     ) -> tuple[RunRecord, bool]:
         """`get_or_create_run` with start options, in one transaction (`first_message`: stored
         with a run this creates; it does not move the run's start). With `debounce` (seconds),

@@ -20,6 +20,7 @@ from ..core.exceptions import BadInput, ChildConflict, LeaseLost, RunFinished, R
 from ..core.ids import new_run_id
 from ..core.jsonvalue import normalize
 from ..core.limits import WINDOW, Grant, Limiter, SlotUse, decide
+from ..core.new_run import NewRun
 from ..core.records import (
     LIVE,
     LOST_EVENTS,
@@ -83,71 +84,48 @@ class MemoryStore(MemoryPresence, Store):
         return replace(run, state=copy.deepcopy(run.state), key=list(run.key))
 
     # --- runs ---
-    def get_or_create_run(
-        self,
-        *,
-        workflow: str,
-        key: list[str],
-        version: str,
-        initial_state: dict[str, Any],
-        now: dt.datetime,
-        trace_context: dict[str, str] | None = None,
-        priority: int = 0,
-        concurrency_group: str | None = None,
-        first_message: OutgoingMessage | None = None,
-    ) -> tuple[RunRecord, bool]:
+    def get_or_create_run(self, new: NewRun) -> tuple[RunRecord, bool]:
         with self._lock:
             for run in self.runs.values():
-                if run.workflow == workflow and run.key == key and run.id not in self.detached:
+                if run.workflow == new.workflow and run.key == new.key and run.id not in self.detached:
                     return self._copy(run), False
             run = RunRecord(
                 id=str(new_run_id()),
-                workflow=workflow,
-                key=list(key),
-                version=version,
+                workflow=new.workflow,
+                key=list(new.key),
+                version=new.version,
                 status=RunStatus.PENDING,
-                state=copy.deepcopy(initial_state),
-                created_at=now,
-                wake_at=now,
-                trace_context=dict(trace_context) if trace_context else None,
-                priority=priority,
-                concurrency_group=concurrency_group,
+                state=copy.deepcopy(new.initial_state),
+                created_at=new.now,
+                wake_at=new.now,
+                trace_context=dict(new.trace_context) if new.trace_context else None,
+                priority=new.priority,
+                concurrency_group=new.concurrency_group,
+                parent_id=new.parent_id,
+                parent_queue=new.parent_queue,
             )
             self.runs[run.id] = run
-            if first_message is not None:
-                self._store_message(run.id, first_message, now)
+            if new.first_message is not None:
+                self._store_message(run.id, new.first_message, new.now)
             return self._copy(run), True
 
     def get_or_create_held_run(
-        self,
-        *,
-        owner: str,
-        lease_seconds: float,
-        workflow: str,
-        key: list[str],
-        version: str,
-        initial_state: dict[str, Any],
-        now: dt.datetime,
-        trace_context: dict[str, str] | None = None,
-        priority: int = 0,
+        self, new: NewRun, *, owner: str, lease_seconds: float
     ) -> tuple[RunRecord, bool, bool]:
         """As the PostgreSQL store: a new run leased to `owner`, as a claim would leave it."""
         with self._lock:
-            run, created = self.get_or_create_run(
-                workflow=workflow, key=key, version=version, initial_state=initial_state, now=now,
-                trace_context=trace_context, priority=priority,
-            )  # fmt: skip
+            run, created = self.get_or_create_run(new.but(concurrency_group=None, first_message=None))
             if not created:
                 return run, False, False
             held = replace(
                 self.runs[run.id],
                 status=RunStatus.RUNNING,
                 lease_owner=owner,
-                wake_at=now + dt.timedelta(seconds=lease_seconds),
+                wake_at=new.now + dt.timedelta(seconds=lease_seconds),
             )
             self.runs[run.id] = held
             self._started.add(run.id)
-            return replace(self._copy(held), fresh=True, due_at=now), True, True
+            return replace(self._copy(held), fresh=True, due_at=new.now), True, True
 
     def get_run(self, run_id: str) -> RunRecord:
         with self._lock:
@@ -164,41 +142,24 @@ class MemoryStore(MemoryPresence, Store):
 
     # --- start options ---
     def start_run(
-        self,
-        *,
-        workflow: str,
-        key: list[str],
-        version: str,
-        initial_state: dict[str, Any],
-        now: dt.datetime,
-        replace: bool = False,
-        debounce: float | None = None,
-        priority: int = 0,
-        concurrency_group: str | None = None,
-        first_message: OutgoingMessage | None = None,
+        self, new: NewRun, *, replace: bool = False, debounce: float | None = None
     ) -> tuple[RunRecord, bool]:
-        new_run: dict[str, Any] = {
-            "priority": priority, "concurrency_group": concurrency_group, "first_message": first_message,
-        }  # fmt: skip
+        now = new.now
         with self._lock:
-            run, created = self.get_or_create_run(
-                workflow=workflow, key=key, version=version, initial_state=initial_state, now=now, **new_run
-            )
+            run, created = self.get_or_create_run(new)
             wake = now + dt.timedelta(seconds=debounce or 0)
             if created:
                 self.runs[run.id] = _replaced(self.runs[run.id], wake_at=wake)
                 return self._copy(self.runs[run.id]), True
             old = self.runs[run.id]
             if debounce is not None and _not_started(old, self._started):
-                self.runs[run.id] = _replaced(old, wake_at=wake, state=copy.deepcopy(initial_state))
+                self.runs[run.id] = _replaced(old, wake_at=wake, state=copy.deepcopy(new.initial_state))
                 return self._copy(self.runs[run.id]), False
             if not replace:
                 return run, False
             self.detached.add(old.id)
-            new, _ = self.get_or_create_run(
-                workflow=workflow, key=key, version=version, initial_state=initial_state, now=now, **new_run
-            )
-            self.runs[new.id] = _replaced(self.runs[new.id], wake_at=wake)
+            successor, _ = self.get_or_create_run(new)
+            self.runs[successor.id] = _replaced(self.runs[successor.id], wake_at=wake)
             if old.status not in TERMINAL:
                 self.request_cancel(old.id, now=now)
             self.events.append(
@@ -206,11 +167,11 @@ class MemoryStore(MemoryPresence, Store):
                     id=next(self._ids),
                     run_id=old.id,
                     name=REPLACED_EVENT,
-                    payload={"by": new.id},
+                    payload={"by": successor.id},
                     created_at=now,
                 )
             )
-            return self._copy(self.runs[new.id]), True
+            return self._copy(self.runs[successor.id]), True
 
     # --- schedules ---
     def sync_schedules(
@@ -255,18 +216,7 @@ class MemoryStore(MemoryPresence, Store):
             row = self.schedules.get(name)
             if row is None or row.paused or row.gone or row.next_fire_at != expected_next:
                 return None
-            runs = [
-                self.get_or_create_run(
-                    workflow=s.workflow,
-                    key=s.key,
-                    version=s.version,
-                    initial_state=s.initial_state,
-                    now=now,
-                    priority=s.priority,
-                    concurrency_group=s.concurrency_group,
-                )[0]
-                for s in starts
-            ]
+            runs = [self.get_or_create_run(NewRun.of_fire(s, now))[0] for s in starts]
             fired = [
                 {"fire_time": s.fire_time.isoformat(), "run_id": r.id}
                 for s, r in zip(starts, runs, strict=True)
@@ -593,16 +543,8 @@ class MemoryStore(MemoryPresence, Store):
         return CommitResult(entry_ids=ids, cancel_requested=self.runs[run.id].cancel_requested)
 
     def _start_child(self, parent_id: str, start: ChildStart, now: dt.datetime) -> None:
-        child, created = self.get_or_create_run(
-            workflow=start.workflow, key=start.key, version=start.version,
-            initial_state=start.initial_state, now=now, trace_context=start.trace_context,
-            priority=start.priority, concurrency_group=start.concurrency_group,
-        )  # fmt: skip
-        if created:
-            self.runs[child.id] = replace(
-                self.runs[child.id], parent_id=parent_id, parent_queue=start.parent_queue
-            )
-        elif child.parent_id != parent_id:
+        child, created = self.get_or_create_run(NewRun.of_child(start, parent_id=parent_id, now=now))
+        if not created and child.parent_id != parent_id:
             raise ChildConflict(f"{start.workflow} run {child.id} already has the key {start.key!r}")
 
     def _insert_message(self, outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord | None:
@@ -612,11 +554,7 @@ class MemoryStore(MemoryPresence, Store):
                 raise RunNotFound(f"no run with id {outgoing.run_id!r}")
         else:
             assert outgoing.workflow is not None and outgoing.key is not None  # as the Django store
-            run, _ = self.get_or_create_run(
-                workflow=outgoing.workflow, key=outgoing.key, version=outgoing.version,
-                initial_state=outgoing.initial_state or {}, now=now, trace_context=outgoing.trace_context,
-                priority=outgoing.priority or 0, concurrency_group=outgoing.concurrency_group,
-            )  # fmt: skip
+            run, _ = self.get_or_create_run(NewRun.of_message(outgoing, now))
             run = self.runs[run.id]
         if run.status in TERMINAL:
             if outgoing.drop_if_ended:

@@ -39,6 +39,7 @@ from ...core.concurrency import GroupUse
 from ...core.exceptions import LeaseLost, RunNotFound
 from ...core.keys import key_identity, quoted
 from ...core.limits import Grant, Limiter
+from ...core.new_run import NewRun
 from ...core.records import (
     LIVE,
     TERMINAL,
@@ -229,94 +230,65 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
 
     # --- runs -----------------------------------------------------------------------------------
 
-    def get_or_create_run(
-        self,
-        *,
-        workflow: str,
-        key: list[str],
-        version: str,
-        initial_state: dict[str, Any],
-        now: dt.datetime,
-        trace_context: dict[str, str] | None = None,
-        priority: int = 0,
-        concurrency_group: str | None = None,
-        first_message: OutgoingMessage | None = None,
-    ) -> tuple[RunRecord, bool]:
-        new_run: dict[str, Any] = {
-            "priority": priority, "concurrency_group": concurrency_group, "first_message": first_message,
-        }  # fmt: skip
+    def get_or_create_run(self, new: NewRun) -> tuple[RunRecord, bool]:
         if sql.pg():  # one statement creates it (and wakes runners) unless the key is taken
-            created = writes.insert_run_if_new(
-                workflow, key, version, initial_state, now, trace_context, **new_run
-            )
+            created = writes.insert_run_if_new(new)
             if created is not None:
                 return created, True
-        key_hash = key_identity(key)[1]
-        existing = Run.objects.filter(workflow=workflow, key_hash=key_hash).first()
+        key_hash = key_identity(new.key)[1]
+        existing = Run.objects.filter(workflow=new.workflow, key_hash=key_hash).first()
         if existing is not None:
             return run_record(existing), False
         try:
-            run = writes.start_run(workflow, key, version, initial_state, now, trace_context, **new_run)
+            run = writes.start_run(new)
         except IntegrityError:  # created meanwhile by another caller with the same key
-            return run_record(Run.objects.get(workflow=workflow, key_hash=key_hash)), False
+            return run_record(Run.objects.get(workflow=new.workflow, key_hash=key_hash)), False
         return run_record(run), True
 
     def get_or_create_held_run(
-        self,
-        *,
-        owner: str,
-        lease_seconds: float,
-        workflow: str,
-        key: list[str],
-        version: str,
-        initial_state: dict[str, Any],
-        now: dt.datetime,
-        trace_context: dict[str, str] | None = None,
-        priority: int = 0,
+        self, new: NewRun, *, owner: str, lease_seconds: float
     ) -> tuple[RunRecord, bool, bool]:
         """A new run leased to `owner`: on PostgreSQL one statement (`writes.held_run_statement`), on
         SQLite one transaction (`writes.create_held_run`); a key already taken answers its run,
         not held."""
-        start: dict[str, Any] = {
-            "workflow": workflow, "key": key, "version": version, "initial_state": initial_state,
-            "now": now, "trace_context": trace_context, "priority": priority,
-        }  # fmt: skip
-        new = writes.held_run_statement(owner, now + dt.timedelta(seconds=lease_seconds), **start)
+        new = _holdable(new)
+        statement = writes.held_run_statement(new, owner, new.now + dt.timedelta(seconds=lease_seconds))
         if sql.pg():
             with hot_cursor() as cursor:
-                cursor.execute(new.sql, new.params)
+                cursor.execute(statement.sql, statement.params)
                 created = cursor.fetchone() is not None
         else:
-            created = writes.create_held_run(new.record)
+            created = writes.create_held_run(statement.record)
         if created:
-            return new.record, True, True
-        run, created = self.get_or_create_run(**start)
+            return statement.record, True, True
+        run, created = self.get_or_create_run(new)
         return run, created, False
 
-    async def aget_or_create_held_run(self, **start: Any) -> tuple[RunRecord, bool, bool]:
+    async def aget_or_create_held_run(
+        self, new: NewRun, *, owner: str, lease_seconds: float
+    ) -> tuple[RunRecord, bool, bool]:
         """From the runner's event loop (`loop_reads`) unless a call is in flight there."""
         if self._reads is not None and not self._reads.busy:
-            owner, lease_seconds, now = start["owner"], start["lease_seconds"], start["now"]
-            rest = {k: v for k, v in start.items() if k not in ("owner", "lease_seconds")}
-            new = writes.held_run_statement(owner, now + dt.timedelta(seconds=lease_seconds), **rest)
-            rows = await self._reads.fetch([(new.sql, new.params)])
+            new = _holdable(new)
+            statement = writes.held_run_statement(new, owner, new.now + dt.timedelta(seconds=lease_seconds))
+            rows = await self._reads.fetch([(statement.sql, statement.params)])
             if rows is not None:
                 if rows[0]:
-                    return new.record, True, True
-                run, created = await self.run_sync(self.get_or_create_run, **rest)  # the key is taken
+                    return statement.record, True, True
+                run, created = await self.run_sync(self.get_or_create_run, new)  # the key is taken
                 return run, created, False
-        return await self.run_sync(self.get_or_create_held_run, **start)
+        return await self.run_sync(self.get_or_create_held_run, new, owner=owner, lease_seconds=lease_seconds)
 
-    async def aget_or_create_run(self, **start: Any) -> tuple[RunRecord, bool]:
+    async def aget_or_create_run(self, new: NewRun) -> tuple[RunRecord, bool]:
         """A runner's store (a run started by a workflow's code, `Runner.start`) creates from its
         event loop (`loop_reads`) unless a call is in flight there; a taken key goes through the
         threads, which read its run."""
         if self._reads is not None and not self._reads.busy:
-            new = writes.new_run_statement(**start)
-            rows = await self._reads.fetch([(new.sql, new.params)])
+            statement = writes.new_run_statement(new)
+            rows = await self._reads.fetch([(statement.sql, statement.params)])
             if rows is not None and rows[0]:
-                return new.record, True
-        return await self.run_sync(self.get_or_create_run, **start)
+                return statement.record, True
+        return await self.run_sync(self.get_or_create_run, new)
 
     async def aget_run(self, run_id: str) -> RunRecord:
         """A runner's store reads from its event loop (`loop_reads`) unless a call is in flight there."""
@@ -761,3 +733,11 @@ def _pipelines() -> bool:
     import psycopg
 
     return bool(psycopg.Pipeline.is_supported())
+
+
+def _holdable(new: NewRun) -> NewRun:
+    """A held run is created outside any concurrency group and without a first message (the
+    caller never asks for either): what it does not write, its record must not claim."""
+    if new.concurrency_group is None and new.first_message is None:
+        return new
+    return new.but(concurrency_group=None, first_message=None)

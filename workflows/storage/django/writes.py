@@ -17,6 +17,7 @@ from django.db import IntegrityError, connection, transaction
 from ...core.exceptions import ChildConflict, LeaseLost, RunFinished, RunNotFound
 from ...core.ids import new_run_id
 from ...core.keys import key_identity, quoted
+from ...core.new_run import NewRun
 from ...core.records import (
     LIVE,
     LOST_EVENTS,
@@ -376,66 +377,42 @@ def _wake_if_message_waiting(cursor: Any, rid: Any, queues: tuple[str, ...] | No
         cursor.execute(sql.WAKE_RUN, [sql.t(now), rid])
 
 
-def create_run(
-    workflow: str,
-    key: list[str],
-    version: str,
-    initial_state: dict[str, Any],
-    now: dt.datetime,
-    *,
-    parent_id: str | None = None,
-    parent_queue: str | None = None,
-    trace_context: dict[str, str] | None = None,
-    priority: int = 0,
-    concurrency_group: str | None = None,
-) -> Run:
+def create_run(new: NewRun) -> Run:
     """A new run, runnable at once. The caller holds a transaction (and notifies)."""
-    key_text, key_hash = key_identity(key)
+    key_text, key_hash = key_identity(new.key)
     return Run.objects.create(
-        parent_id=parent_id,
-        parent_queue=parent_queue,
-        workflow=workflow,
-        key=key,
+        parent_id=new.parent_id,
+        parent_queue=new.parent_queue,
+        workflow=new.workflow,
+        key=new.key,
         key_text=key_text,
         key_hash=key_hash,
-        version=version,
+        version=new.version,
         status=RunStatus.PENDING,
-        state=initial_state,
-        created_at=now,
-        updated_at=now,
-        transitioned_at=now,
-        wake_at=now,
-        trace_context=trace_context or None,
-        priority=priority,
-        concurrency_group=concurrency_group,
+        state=new.initial_state,
+        created_at=new.now,
+        updated_at=new.now,
+        transitioned_at=new.now,
+        wake_at=new.now,
+        trace_context=new.trace_context or None,
+        priority=new.priority,
+        concurrency_group=new.concurrency_group,
     )
 
 
-def insert_run_if_new(
-    workflow: str,
-    key: list[str],
-    version: str,
-    initial_state: dict[str, Any],
-    now: dt.datetime,
-    trace_context: dict[str, str] | None = None,
-    priority: int = 0,
-    concurrency_group: str | None = None,
-    first_message: OutgoingMessage | None = None,
-) -> RunRecord | None:
+def insert_run_if_new(new: NewRun) -> RunRecord | None:
     """PostgreSQL: a new run, runnable at once, with its `first_message` if any, and the NOTIFY
     that wakes runners, in ONE statement (no look-up, savepoint or separate notify first: the start
     of a run costs one round trip). None when the workflow already has a run of that key."""
-    new = new_run_statement(
-        workflow, key, version, initial_state, now, trace_context, priority, concurrency_group, first_message
-    )
+    statement = new_run_statement(new)
     with hot_cursor() as cursor:
-        cursor.execute(new.sql, new.params)
+        cursor.execute(statement.sql, statement.params)
         row = cursor.fetchone()
-    return None if row is None else new.record
+    return None if row is None else statement.record
 
 
 @dataclass(frozen=True)
-class NewRun:
+class NewRunStatement:
     """A new-run statement and the run it creates, made from the very values it inserts. The
     statement answers one column, and a row only when it inserted: a start reads nothing back
     (decoding a whole run row was about a sixth of a start's CPU in the client)."""
@@ -445,50 +422,26 @@ class NewRun:
     record: RunRecord
 
 
-def new_run_statement(
-    workflow: str,
-    key: list[str],
-    version: str,
-    initial_state: dict[str, Any],
-    now: dt.datetime,
-    trace_context: dict[str, str] | None = None,
-    priority: int = 0,
-    concurrency_group: str | None = None,
-    first_message: OutgoingMessage | None = None,
-) -> NewRun:
+def new_run_statement(new: NewRun) -> NewRunStatement:
     """PostgreSQL: `insert_run_if_new`'s statement, runnable now (its row: the notify's column)."""
-    first, record = _new_run(
-        RunStatus.PENDING, workflow, key, version, initial_state, now, trace_context, priority,
-        wake_at=now, concurrency_group=concurrency_group,
-    )  # fmt: skip
-    params = [*first, sql.t(now), sql.j(trace_context or None), priority, concurrency_group]
-    if first_message is None:
-        return NewRun(sql.INSERT_RUN_IF_NEW, [*params, NOTIFY_CHANNEL], record)
-    params += [*message_values(first_message, now), NOTIFY_CHANNEL]
-    return NewRun(sql.INSERT_RUN_WITH_MESSAGE_IF_NEW, params, record)
+    now = new.now
+    first, record = _new_run(RunStatus.PENDING, new, wake_at=now, concurrency_group=new.concurrency_group)
+    params = [*first, sql.t(now), sql.j(new.trace_context or None), new.priority, new.concurrency_group]
+    if new.first_message is None:
+        return NewRunStatement(sql.INSERT_RUN_IF_NEW, [*params, NOTIFY_CHANNEL], record)
+    params += [*message_values(new.first_message, now), NOTIFY_CHANNEL]
+    return NewRunStatement(sql.INSERT_RUN_WITH_MESSAGE_IF_NEW, params, record)
 
 
-def held_run_statement(
-    owner: str,
-    lease_until: dt.datetime,
-    workflow: str,
-    key: list[str],
-    version: str,
-    initial_state: dict[str, Any],
-    now: dt.datetime,
-    trace_context: dict[str, str] | None = None,
-    priority: int = 0,
-) -> NewRun:
+def held_run_statement(new: NewRun, owner: str, lease_until: dt.datetime) -> NewRunStatement:
     """PostgreSQL: a new run leased to `owner` until `lease_until`, as a claim leaves it (running,
     started now, due since now), in one statement and without waking runners; no row when the key
-    is taken. Only for runs outside any concurrency group: their admission needs the group's lock
-    (a claim)."""
-    first, record = _new_run(
-        RunStatus.RUNNING, workflow, key, version, initial_state, now, trace_context, priority,
-        wake_at=lease_until, lease_owner=owner, due_at=now,
-    )  # fmt: skip
-    params = [*first, sql.t(now), sql.t(lease_until), owner, sql.j(trace_context or None), priority]
-    return NewRun(sql.INSERT_HELD_RUN_IF_NEW, params, record)
+    is taken. Only for runs outside any concurrency group (their admission needs the group's lock:
+    a claim) and without a first message: those fields of `new` are not written."""
+    now = new.now
+    first, record = _new_run(RunStatus.RUNNING, new, wake_at=lease_until, lease_owner=owner, due_at=now)
+    params = [*first, sql.t(now), sql.t(lease_until), owner, sql.j(new.trace_context or None), new.priority]
+    return NewRunStatement(sql.INSERT_HELD_RUN_IF_NEW, params, record)
 
 
 def create_held_run(record: RunRecord) -> bool:
@@ -511,55 +464,34 @@ def create_held_run(record: RunRecord) -> bool:
     return True
 
 
-def _new_run(
-    status: str,
-    workflow: str,
-    key: list[str],
-    version: str,
-    initial_state: dict[str, Any],
-    now: dt.datetime,
-    trace_context: dict[str, str] | None,
-    priority: int,
-    **columns: Any,
-) -> tuple[list[Any], RunRecord]:
+def _new_run(status: str, new: NewRun, **columns: Any) -> tuple[list[Any], RunRecord]:
     """What both new-run statements share: a new id and their first values (the id, the key, the
     version, the status, the state, then created_at, updated_at and transitioned_at: now); and the
     record reading the new row back would give (fresh: it has no history): these values and
     `columns`, the statements leaving the rest of its columns at their defaults."""
     run_id = str(new_run_id())
-    key_text, key_hash = key_identity(key)
+    key_text, key_hash = key_identity(new.key)
+    now = new.now
     params = [
-        sql.rid(run_id), workflow, sql.j(key), key_text, key_hash, version, status,
-        sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now),
+        sql.rid(run_id), new.workflow, sql.j(new.key), key_text, key_hash, new.version, status,
+        sql.j(new.initial_state), sql.t(now), sql.t(now), sql.t(now),
     ]  # fmt: skip
     record = RunRecord(
-        id=run_id, workflow=workflow, key=list(key), version=version, status=status, state=initial_state,
-        created_at=now, trace_context=trace_context or None, priority=priority, fresh=True, **columns,
+        id=run_id, workflow=new.workflow, key=list(new.key), version=new.version, status=status,
+        state=new.initial_state, created_at=now, trace_context=new.trace_context or None,
+        priority=new.priority, fresh=True, **columns,
     )  # fmt: skip
     return params, record
 
 
-def start_run(
-    workflow: str,
-    key: list[str],
-    version: str,
-    initial_state: dict[str, Any],
-    now: dt.datetime,
-    trace_context: dict[str, str] | None = None,
-    priority: int = 0,
-    concurrency_group: str | None = None,
-    first_message: OutgoingMessage | None = None,
-) -> Run:
+def start_run(new: NewRun) -> Run:
     """A new run, with its `first_message` if any, in a transaction of its own (a savepoint inside
     the caller's), runners woken when it commits. IntegrityError when the workflow already has a
     run of that key."""
     with transaction.atomic():
-        run = create_run(
-            workflow, key, version, initial_state, now, trace_context=trace_context, priority=priority,
-            concurrency_group=concurrency_group,
-        )  # fmt: skip
-        if first_message is not None:
-            insert_first_message(str(run.id), first_message, now)
+        run = create_run(new)
+        if new.first_message is not None:
+            insert_first_message(str(run.id), new.first_message, new.now)
         notify_now()
     return run
 
@@ -609,11 +541,7 @@ def start_child(parent_id: str, start: ChildStart, now: dt.datetime) -> None:
     if not existing.exists():
         with transaction.atomic():  # a savepoint: a concurrent creator wins, then we check it
             try:
-                create_run(
-                    start.workflow, start.key, start.version, start.initial_state, now,
-                    parent_id=parent_id, parent_queue=start.parent_queue, trace_context=start.trace_context,
-                    priority=start.priority, concurrency_group=start.concurrency_group,
-                )  # fmt: skip
+                create_run(NewRun.of_child(start, parent_id=parent_id, now=now))
                 return
             except IntegrityError:
                 pass
@@ -636,11 +564,7 @@ def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> 
         if target is None:
             with transaction.atomic():  # a savepoint: a concurrent creator wins, then we read it
                 try:
-                    run = create_run(
-                        outgoing.workflow, outgoing.key, outgoing.version, outgoing.initial_state or {}, now,
-                        trace_context=outgoing.trace_context, priority=outgoing.priority or 0,
-                        concurrency_group=outgoing.concurrency_group,
-                    )  # fmt: skip
+                    run = create_run(NewRun.of_message(outgoing, now))
                     target = (run.id, run.status)
                 except IntegrityError:
                     target = None
