@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -79,6 +79,8 @@ from .rows import (
 from .schedules import DjangoSchedules
 from .sqlite_loop import SqliteLoopCommits, loop_params, passive_checkpoint
 
+P = ParamSpec("P")
+R = TypeVar("R")
 logger = logging.getLogger(__name__)
 
 # Unconsumed messages read with a resumed run's history; a run with more reads them when it waits.
@@ -151,7 +153,8 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             if _setting("ASYNC_CLAIMS") and _pipelines():
                 self._reads = LoopReads(self._loop_connection)
 
-    async def run_sync(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def run_sync(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """In Django's database thread, or this store's own threads (`threads`)."""
         if self._executor is None:
             return await sync_to_async(reconnecting(fn), thread_sensitive=True)(*args, **kwargs)
         call = functools.partial(reconnecting(fn), *args, **kwargs)
