@@ -150,7 +150,7 @@ class Bench:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE" if connection.vendor == "sqlite" else "ANALYZE workflows_run")
         from bench._claim_before import pick_before, send_as_before
-        from workflows.storage.django import sql
+        from workflows.storage.django.statements import shared
 
         def now_(at: dt.datetime) -> list[str]:
             runs = self.store.claim(
@@ -159,7 +159,7 @@ class Bench:
             return [r.id for r in runs]
 
         def before(at: dt.datetime) -> list[str]:
-            lease = sql.claim_lease(self.owner, at + dt.timedelta(seconds=60), at)
+            lease = shared.claim_lease(self.owner, at + dt.timedelta(seconds=60), at)
             return [str(row[0]) for row in send_as_before(pick_before(BACKLOG_WORKFLOWS, 1, at), lease)]
 
         ways = {"now": now_, "before": before}

@@ -18,7 +18,7 @@ from ...core.new_run import NewRun
 from ...core.records import TERMINAL, RunRecord, RunStatus
 from ...core.schedules import LAST_RUNS, REPLACED_EVENT, RunStart, ScheduleDeclaration, ScheduleRecord
 from ...models import Event, Run, Schedule
-from . import sql, writes
+from . import values, writes
 from .notify import notify_now
 from .rows import run_record
 
@@ -82,7 +82,7 @@ class DjangoSchedules:
     ) -> list[RunRecord] | None:
         with transaction.atomic():
             row = (
-                Schedule.objects.select_for_update(skip_locked=sql.pg())  # a runner firing it: skip
+                Schedule.objects.select_for_update(skip_locked=values.pg())  # a runner firing it: skip
                 .filter(name=name, next_fire_at=expected_next, paused=False, gone=False)
                 .first()
             )

@@ -56,7 +56,7 @@ from ...core.records import (
 )
 from ...models import Message, Run
 from ..base import Store
-from . import limits, loop_connection, notify, prepared, sql, writes
+from . import limits, loop_connection, notify, prepared, statements, values, writes
 from .async_commits import AsyncCommits
 from .group_commit import GroupCommits
 from .loop_reads import LoopReads
@@ -78,6 +78,7 @@ from .rows import (
 )
 from .schedules import DjangoSchedules
 from .sqlite_loop import SqliteLoopCommits, loop_params, passive_checkpoint
+from .statements import postgres, shared
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -86,12 +87,12 @@ logger = logging.getLogger(__name__)
 # Unconsumed messages read with a resumed run's history; a run with more reads them when it waits.
 RESUME_MESSAGES = 100
 # The hot reads' texts, built once (not at every call).
-RUN_READ = sql.SELECT_RUN.format(columns=", ".join(RUN_COLUMNS))
-HISTORY_READ = sql.SELECT_HISTORY.format(columns=", ".join(ENTRY_FIELDS))
+RUN_READ = shared.SELECT_RUN.format(columns=", ".join(RUN_COLUMNS))
+HISTORY_READ = shared.SELECT_HISTORY.format(columns=", ".join(ENTRY_FIELDS))
 CLAIM_RETURNING = ", ".join("workflows_run." + c for c in RUN_COLUMNS)  # what a claim's update returns
-RESUME_READ = sql.select_available_messages(", ".join(MESSAGE_FIELDS), 0)  # a resumed run's messages
-CLAIMED_HISTORY = sql.CLAIMED_HISTORY.format(columns=", ".join(ENTRY_FIELDS))
-CLAIMED_MESSAGES = sql.CLAIMED_MESSAGES.format(columns=", ".join(MESSAGE_FIELDS))
+RESUME_READ = shared.select_available_messages(", ".join(MESSAGE_FIELDS), 0)  # a resumed run's messages
+CLAIMED_HISTORY = postgres.CLAIMED_HISTORY.format(columns=", ".join(ENTRY_FIELDS))
+CLAIMED_MESSAGES = postgres.CLAIMED_MESSAGES.format(columns=", ".join(MESSAGE_FIELDS))
 PREFETCHED_MAX = 10_000  # resumes read by claims and not yet used: more means none will be
 
 
@@ -234,7 +235,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     # --- runs -----------------------------------------------------------------------------------
 
     def get_or_create_run(self, new: NewRun) -> tuple[RunRecord, bool]:
-        if sql.pg():  # one statement creates it (and wakes runners) unless the key is taken
+        if values.pg():  # one statement creates it (and wakes runners) unless the key is taken
             created = writes.insert_run_if_new(new)
             if created is not None:
                 return created, True
@@ -256,7 +257,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         not held."""
         new = _holdable(new)
         statement = writes.held_run_statement(new, owner, new.now + dt.timedelta(seconds=lease_seconds))
-        if sql.pg():
+        if values.pg():
             with hot_cursor() as cursor:
                 cursor.execute(statement.sql, statement.params)
                 created = cursor.fetchone() is not None
@@ -297,7 +298,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         """A runner's store reads from its event loop (`loop_reads`) unless a call is in flight there."""
         if self._reads is not None and not self._reads.busy:
             try:
-                rid = sql.rid(run_id)
+                rid = values.rid(run_id)
             except (ValidationError, ValueError, TypeError):  # not a UUID
                 raise RunNotFound(f"no run with id {quoted(run_id)}") from None
             rows = await self._reads.fetch([(RUN_READ, [rid])])
@@ -310,7 +311,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     def get_run(self, run_id: str) -> RunRecord:
         """One prepared statement, no model instance: clients poll it (`handle.info()`)."""
         try:
-            rid = sql.rid(run_id)
+            rid = values.rid(run_id)
         except (ValidationError, ValueError, TypeError):  # not a UUID
             raise RunNotFound(f"no run with id {quoted(run_id)}") from None
         with hot_cursor() as cursor:
@@ -344,14 +345,14 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         lock. Higher priority first, FIFO within one."""
         caps = {name: cap for name, cap in sorted((concurrency or {}).items()) if name in workflows}
         plain = [name for name in workflows if name not in caps]
-        lease = sql.claim_lease(owner, now + dt.timedelta(seconds=lease_seconds), now)
+        lease = shared.claim_lease(owner, now + dt.timedelta(seconds=lease_seconds), now)
         rows = []
         if plain:
-            rows += _claim(sql.claim_due(plain, limit, now), lease)
+            rows += _claim(statements.claim_due(plain, limit, now), lease)
         if caps and len(rows) < limit:
             free = limit - len(rows)
-            pick = sql.claim_grouped(caps, max(free * 4, 32), free, now)
-            rows += _claim(pick, lease, lock=list(caps), park=sql.park_held(caps, now))
+            pick = shared.claim_grouped(caps, max(free * 4, 32), free, now)
+            rows += _claim(pick, lease, lock=list(caps), park=shared.park_held(caps, now))
         return _claimed_runs(rows, now)
 
     async def aclaim(
@@ -368,12 +369,12 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         (`loop_reads`) unless a call is in flight there; the rest through the threads."""
         if self._reads is not None and not self._reads.busy and not set(concurrency or ()) & set(workflows):
             lease_until = now + dt.timedelta(seconds=lease_seconds)
-            lease = sql.claim_lease(owner, lease_until, now)
-            claim = _claim_statement(sql.claim_due(workflows, limit, now), lease, lazy=True)
-            claimed_before = [sql.t(lease_until), owner, RunStatus.RUNNING]
+            lease = shared.claim_lease(owner, lease_until, now)
+            claim = _claim_statement(statements.claim_due(workflows, limit, now), lease, lazy=True)
+            claimed_before = [values.t(lease_until), owner, RunStatus.RUNNING]
             rows = await self._reads.fetch(
                 [
-                    (sql.GENERIC_PLAN, []),
+                    (postgres.GENERIC_PLAN, []),
                     claim,
                     (CLAIMED_HISTORY, claimed_before),
                     (CLAIMED_MESSAGES, [*claimed_before, RESUME_MESSAGES + 1]),
@@ -395,7 +396,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         self, *, owner: str, workflows: list[str], concurrency: Mapping[str, int] | None = None
     ) -> dt.datetime | None:
         """One query, whatever `concurrency`: a claim sets the runs due in a full group aside (wake_at
-        NULL, see sql.PARK_HELD), so they are not seen here; one that became due since the last
+        NULL, see shared.PARK_HELD), so they are not seen here; one that became due since the last
         claim costs one more claim, which sets it aside."""
         return (
             Run.objects.filter(wake_at__isnull=False, status__in=LIVE, workflow__in=workflows)
@@ -406,11 +407,11 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         )
 
     def unpark_held(self, workflows: list[str]) -> int:
-        """One statement (`sql.UNPARK_ALL`) and, when it put any back, the NOTIFY that wakes runners."""
+        """One statement (`shared.UNPARK_ALL`) and, when it put any back, the NOTIFY that wakes runners."""
         if not workflows:
             return 0
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(*sql.unpark_all(workflows))
+            cursor.execute(*shared.unpark_all(workflows))
             count = max(0, cursor.rowcount)
             if count:
                 notify.notify(cursor)
@@ -450,20 +451,22 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     ) -> dict[str, bool]:
         """On PostgreSQL the rows a write in flight holds are renewed after the others, each in a
         statement of its own: a statement that waits for a row never holds another (see
-        sql.HEARTBEAT_SKIP_LOCKED). A run missing from the answer is no longer this owner's."""
+        postgres.HEARTBEAT_SKIP_LOCKED). A run missing from the answer is no longer this owner's."""
         if not run_ids:
             return {}
         lease_until = now + dt.timedelta(seconds=lease_seconds)
-        fixed = [sql.t(lease_until), owner, RunStatus.RUNNING]
-        skip_locked = sql.pg() and len(run_ids) > 1
-        statement = sql.HEARTBEAT_SKIP_LOCKED if skip_locked else sql.HEARTBEAT
+        fixed = [values.t(lease_until), owner, RunStatus.RUNNING]
+        skip_locked = values.pg() and len(run_ids) > 1
+        statement = postgres.HEARTBEAT_SKIP_LOCKED if skip_locked else shared.HEARTBEAT
         with connection.cursor() as cursor:
-            cursor.execute(statement.format(ids=sql.marks(len(run_ids))), [*fixed, *map(sql.rid, run_ids)])
+            cursor.execute(
+                statement.format(ids=values.marks(len(run_ids))), [*fixed, *map(values.rid, run_ids)]
+            )
             rows = cursor.fetchall()
             if skip_locked:
                 renewed = {str(Run._meta.pk.to_python(row[0])) for row in rows}
                 for run_id in [r for r in run_ids if r not in renewed]:  # locked, or not ours
-                    cursor.execute(sql.HEARTBEAT.format(ids=sql.marks(1)), [*fixed, sql.rid(run_id)])
+                    cursor.execute(shared.HEARTBEAT.format(ids=values.marks(1)), [*fixed, values.rid(run_id)])
                     rows += cursor.fetchall()
         return {str(Run._meta.pk.to_python(row[0])): bool(row[1]) for row in rows}
 
@@ -498,7 +501,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     def load_history(self, run_id: str) -> list[EntryRecord]:
         """One prepared statement, no model instances: every resumed execution reads it."""
         with hot_cursor() as cursor:
-            cursor.execute(HISTORY_READ, [sql.rid(run_id)])
+            cursor.execute(HISTORY_READ, [values.rid(run_id)])
             return [entry_from_row(row) for row in cursor.fetchall()]
 
     @retrying_lost_races  # failing it would run its step again
@@ -518,9 +521,9 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     def load_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
         """PostgreSQL: the history and the unconsumed messages (up to RESUME_MESSAGES; None when
         there are more) in one round trip, both prepared statements sent in a pipeline."""
-        if not (sql.pg() and _pipelines()):
+        if not (values.pg() and _pipelines()):
             return self.load_history(run_id), None
-        rid = sql.rid(run_id)
+        rid = values.rid(run_id)
         with hot_cursor() as history_cursor, hot_cursor() as message_cursor:
             with connection.connection.pipeline():
                 history_cursor.execute(HISTORY_READ, [rid])
@@ -528,7 +531,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
             return _resumed(history_cursor.fetchall(), message_cursor.fetchall())
 
     def _keep_prefetched(self, runs: list[RunRecord], history: list[Any], messages: list[Any]) -> None:
-        """What a claim read for its runs that ran before (`sql.CLAIMED_HISTORY`), kept for their
+        """What a claim read for its runs that ran before (`postgres.CLAIMED_HISTORY`), kept for their
         `aload_resume`, which follows at once. Not for a run taken over: its recovery of the cut
         attempts writes first."""
         if len(self._prefetched) > PREFETCHED_MAX:  # runs never resumed here (none expected)
@@ -552,7 +555,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
         if prefetched is not None:
             return prefetched
         if self._reads is not None and not self._reads.busy:
-            rid = sql.rid(run_id)
+            rid = values.rid(run_id)
             rows = await self._reads.fetch([(HISTORY_READ, [rid]), (RESUME_READ, [rid, RESUME_MESSAGES + 1])])
             if rows is not None:
                 return _resumed(*rows)
@@ -560,9 +563,9 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
 
     def available_messages(self, run_id: str, queues: list[str] | None, limit: int) -> list[MessageRecord]:
         """One prepared statement (one per number of queues): a resumed wait reads it."""
-        statement = sql.select_available_messages(", ".join(MESSAGE_FIELDS), len(queues or ()))
+        statement = shared.select_available_messages(", ".join(MESSAGE_FIELDS), len(queues or ()))
         with hot_cursor() as cursor:
-            cursor.execute(statement, [sql.rid(run_id), *(queues or ()), limit])
+            cursor.execute(statement, [values.rid(run_id), *(queues or ()), limit])
             return [message_from_row(row) for row in cursor.fetchall()]
 
     # --- callers' side --------------------------------------------------------------------------
@@ -570,7 +573,7 @@ class DjangoStore(DjangoPresence, DjangoSchedules, DjangoRepairs, Store):
     def send(
         self, message: OutgoingMessage, *, now: dt.datetime, audit: Audit | None = None
     ) -> MessageRecord:
-        if audit is None and message.run_id is not None and sql.pg():
+        if audit is None and message.run_id is not None and values.pg():
             return writes.send_to_run(message, now)  # one statement
         with transaction.atomic(), connection.cursor() as cursor:
             record = writes.insert_message(cursor, message, now)
@@ -643,18 +646,18 @@ def _claim(
     rows of RUN_COLUMNS then the was-columns.
     With `lock` (PostgreSQL), first take those workflows' group lock in the same transaction;
     `park` runs (in it) before the pick. On PostgreSQL the claim's commit does not wait for the
-    disk (`sql.LAZY_FLUSH` says why that is safe) and an ungrouped pick keeps its generic plan
-    (`sql.GENERIC_PLAN`), unless the caller's transaction holds the claim: a setting would last
+    disk (`postgres.LAZY_FLUSH` says why that is safe) and an ungrouped pick keeps its generic plan
+    (`postgres.GENERIC_PLAN`), unless the caller's transaction holds the claim: a setting would last
     to the end of that transaction, and its other writes must wait for the disk."""
     due, due_params = pick
     statement, lease_params = lease
-    if sql.pg():
+    if values.pg():
         own_transaction = not connection.in_atomic_block
         claim, params = _claim_statement(pick, lease, lazy=own_transaction)
         if own_transaction and not lock and not park and _pipelines():
             with hot_cursor() as setting, hot_cursor() as cursor:
                 with connection.connection.pipeline():  # one round trip, one transaction
-                    setting.execute(sql.GENERIC_PLAN)
+                    setting.execute(postgres.GENERIC_PLAN)
                     cursor.execute(claim, params)
                 return cursor.fetchall()
         with contextlib.ExitStack() as stack:
@@ -662,7 +665,7 @@ def _claim(
                 stack.enter_context(transaction.atomic())
             cursor = stack.enter_context(hot_cursor())
             if lock:
-                cursor.execute(sql.GROUP_LOCK, [sql.GROUP_LOCK_SPACE, lock])
+                cursor.execute(postgres.GROUP_LOCK, [postgres.GROUP_LOCK_SPACE, lock])
             if park:
                 cursor.execute(*park)
             cursor.execute(claim, params)
@@ -676,8 +679,8 @@ def _claim(
         if not was:
             return []
         cursor.execute(
-            f"{statement} WHERE id IN ({sql.marks(len(was))}) RETURNING {CLAIM_RETURNING}",
-            lease_params + [sql.rid(rid) for rid in was],
+            f"{statement} WHERE id IN ({values.marks(len(was))}) RETURNING {CLAIM_RETURNING}",
+            lease_params + [values.rid(rid) for rid in was],
         )
         return [(*row, *was[str(uuid.UUID(str(row[0])))]) for row in cursor.fetchall()]
 
@@ -692,10 +695,10 @@ def _claim_statement(
     pick: tuple[str, list[Any]], lease: tuple[str, list[Any]], lazy: bool
 ) -> tuple[str, list[Any]]:
     """PostgreSQL: the update that leases the runs `pick` selects, and its parameters. `lazy`:
-    its commit does not wait for the disk (`sql.LAZY_FLUSH`)."""
+    its commit does not wait for the disk (`postgres.LAZY_FLUSH`)."""
     due, due_params = pick
     statement, lease_params = lease
-    flush = f", {sql.LAZY_FLUSH}" if lazy else ""
+    flush = f", {postgres.LAZY_FLUSH}" if lazy else ""
     text = (
         f"{statement} FROM ({due}) AS claimed{flush} WHERE workflows_run.id = claimed.claim_id"
         f" RETURNING {CLAIM_RETURNING}, claimed.was_started, claimed.was_status, claimed.was_owner,"

@@ -38,13 +38,14 @@ from ...core.records import (
     lost_events_payload,
 )
 from ...models import Attempt, Entry, Run
-from . import sql
+from . import statements, values
 from .notify import NOTIFY_CHANNEL, notify, notify_now
 from .prepared import hot_cursor
+from .statements import postgres, shared
 
 
 def commit(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
-    on_pg = sql.pg()
+    on_pg = values.pg()
     if on_pg and fits_one_statement(commit):
         return _commit_one_statement(run_id, owner, commit, now)
     return _commit_statements(run_id, owner, commit, now, on_pg)
@@ -156,7 +157,7 @@ def _shape(commit: Commit) -> tuple[Any, ...]:
         attempt is not None,
         len(write.consumes) if write is not None else 0,
         bool(commit.complete),
-        len(sql.event_rows(commit)),
+        len(shared.event_rows(commit)),
         commit.transition is not None and commit.transition.status in TERMINAL,
         commit.transition is not None,
     )
@@ -180,13 +181,13 @@ def _statement_parts(
     whether a cancel was requested (NULL: the fence matched nothing), the entry id, and a count
     that makes PostgreSQL evaluate the slot-freeing NOTIFY."""
     r, e = f"r{n}", f"e{n}"
-    rid = sql.rid(run_id)
-    sets, params = sql.run_update(commit, now, on_pg=True)
-    where, fence_params = sql.fence(rid, owner, commit)
+    rid = values.rid(run_id)
+    sets, params = shared.run_update(commit, now, on_pg=True)
+    where, fence_params = shared.fence(rid, owner, commit)
     params += fence_params
     consumes = commit.entries[0][0].consumes if commit.entries else []
     if consumes:  # every message the wait took is still there to take, or nothing is written
-        where += f" AND ({sql.COUNT_CONSUMABLE.format(ids=sql.marks(len(consumes)))}) = %s"
+        where += f" AND ({postgres.COUNT_CONSUMABLE.format(ids=values.marks(len(consumes)))}) = %s"
         params += [rid, *consumes, len(consumes)]
     ctes = [
         f"{r} AS (UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group)"
@@ -196,33 +197,33 @@ def _statement_parts(
         [(write, attempt)] = commit.entries
         attempt = stored_attempt(write, attempt)
         if write.id is None:
-            statement, entry_params = sql.insert_entry(rid, write, on_pg=True, after=r)
+            statement, entry_params = shared.insert_entry(rid, write, on_pg=True, after=r)
         else:
-            statement, entry_params = sql.update_entry(write, on_pg=True, after=r)
+            statement, entry_params = shared.update_entry(write, on_pg=True, after=r)
         ctes.append(f"{e} AS ({statement})")
         params += entry_params
         entry_select = f"(SELECT id FROM {e})"
         if attempt is not None:
-            statement, attempt_params = sql.insert_attempt(attempt, e, on_pg=True)
+            statement, attempt_params = shared.insert_attempt(attempt, e, on_pg=True)
             ctes.append(f"a{n} AS ({statement} RETURNING id)")
             params += attempt_params
         if consumes:  # by the entry just written; completed too when the wait answers none
             complete = bool(commit.complete)
-            statement = sql.CONSUME_MESSAGES.format(
+            statement = shared.CONSUME_MESSAGES.format(
                 by=f"(SELECT id FROM {e})",
                 complete=", completed_at = COALESCE(completed_at, %s::timestamptz)" if complete else "",
-                ids=sql.marks(len(consumes)),
+                ids=values.marks(len(consumes)),
                 guard=f" AND EXISTS (SELECT 1 FROM {e})",
             )
             ctes.append(f"c{n} AS ({statement} RETURNING id)")
-            params += [sql.t(now), *([sql.t(now)] if complete else []), rid, *consumes]
-    events = sql.event_rows(commit)
+            params += [values.t(now), *([values.t(now)] if complete else []), rid, *consumes]
+    events = shared.event_rows(commit)
     if events:
-        rows = ", ".join([sql.EVENT_ROW_AFTER] * len(events))
-        ctes.append(f"v{n} AS ({sql.INSERT_EVENTS_AFTER.format(rows=rows, after=r)} RETURNING id)")
-        params += [rid, sql.t(now)]
+        rows = ", ".join([postgres.EVENT_ROW_AFTER] * len(events))
+        ctes.append(f"v{n} AS ({postgres.INSERT_EVENTS_AFTER.format(rows=rows, after=r)} RETURNING id)")
+        params += [rid, values.t(now)]
         for name, payload, scope, step, number in events:
-            params += [name, sql.j(payload), scope, step, number]
+            params += [name, values.j(payload), scope, step, number]
     slot_freed = "NULL"
     if commit.transition is not None:  # a grouped run leaving `running` frees its group's slot:
         # the first run set aside in the group is due again, and runners waiting for a slot look
@@ -230,7 +231,7 @@ def _statement_parts(
             f"n{n} AS (SELECT pg_notify(%s, '')::text AS sent FROM {r} WHERE {r}.concurrency_group IS NOT NULL)"
         )
         params.append(NOTIFY_CHANNEL)
-        statement, unpark_params = sql.unpark(after=r)
+        statement, unpark_params = statements.unpark(after=r)
         ctes.append(f"u{n} AS ({statement} RETURNING id)")
         params += unpark_params
         slot_freed = f"(SELECT COUNT(*) FROM n{n})"
@@ -254,11 +255,11 @@ def write_commit(
     """A commit as statements on `cursor`, inside the caller's transaction: Django's, or on SQLite
     the runner's loop connection (`sqlite_loop`), which takes only commits with no messages and no
     child starts (they go through the ORM, on Django's connection)."""
-    rid = sql.rid(run_id)
+    rid = values.rid(run_id)
     # The fence first: it also locks the run row, so a sender racing with a suspension either
     # lands before it (and is seen) or wakes it after.
-    sets, params = sql.run_update(commit, now, on_pg)
-    where, fence_params = sql.fence(rid, owner, commit)
+    sets, params = shared.run_update(commit, now, on_pg)
+    where, fence_params = shared.fence(rid, owner, commit)
     cursor.execute(
         f"UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group",
         params + fence_params,
@@ -273,7 +274,7 @@ def write_commit(
     entry_ids = []
     for write, attempt in commit.entries:
         statement, entry_params = (
-            sql.insert_entry(rid, write, on_pg) if write.id is None else sql.update_entry(write, on_pg)
+            shared.insert_entry(rid, write, on_pg) if write.id is None else shared.update_entry(write, on_pg)
         )
         cursor.execute(statement, entry_params)
         row = cursor.fetchone()
@@ -283,18 +284,18 @@ def write_commit(
         entry_ids.append(entry_id)
         attempt = stored_attempt(write, attempt)
         if attempt is not None:
-            cursor.execute(*sql.insert_attempt(attempt, entry_id, on_pg))
+            cursor.execute(*shared.insert_attempt(attempt, entry_id, on_pg))
         if write.consumes:
             _consume(cursor, rid, entry_id, write.consumes, auto_completed, now)
     for scope in commit.prune:
-        for statement in (sql.PRUNE_ATTEMPTS, sql.PRUNE_CONSUMERS, sql.PRUNE_ENTRIES):
-            cursor.execute(statement, sql.scope_params(run_id, scope))
-    insert_events(cursor, rid, sql.event_rows(commit), now)
+        for statement in (shared.PRUNE_ATTEMPTS, shared.PRUNE_CONSUMERS, shared.PRUNE_ENTRIES):
+            cursor.execute(statement, shared.scope_params(run_id, scope))
+    insert_events(cursor, rid, shared.event_rows(commit), now)
     consumed = {mid for write, _attempt in commit.entries for mid in write.consumes}
     for message_id, response in commit.complete:
         if message_id in consumed and message_id in auto_completed:
             continue
-        cursor.execute(sql.COMPLETE_MESSAGE, [sql.j(response), sql.t(now), message_id])
+        cursor.execute(shared.COMPLETE_MESSAGE, [values.j(response), values.t(now), message_id])
     for outgoing in commit.messages:
         insert_message(cursor, outgoing, now)
     for start in commit.children:
@@ -303,7 +304,7 @@ def write_commit(
     # is due again, and runners waiting for a slot look.
     freed = commit.transition is not None and fenced[1] is not None
     if freed:
-        cursor.execute(*sql.unpark(fenced[1]))
+        cursor.execute(*statements.unpark(fenced[1]))
     if commit.messages or commit.children or freed:
         notify(cursor)
     transition = commit.transition
@@ -312,13 +313,13 @@ def write_commit(
     return CommitResult(entry_ids=entry_ids, cancel_requested=bool(fenced[0]))
 
 
-def insert_events(cursor: Any, rid: Any, events: list[sql.EventRow], now: dt.datetime) -> None:
+def insert_events(cursor: Any, rid: Any, events: list[shared.EventRow], now: dt.datetime) -> None:
     if not events:
         return
     flat: list[Any] = []
     for name, payload, scope, step, attempt in events:
-        flat += [rid, name, sql.j(payload), sql.t(now), scope, step, attempt, False]
-    cursor.execute(sql.INSERT_EVENTS.format(rows=", ".join([sql.EVENT_ROW] * len(events))), flat)
+        flat += [rid, name, values.j(payload), values.t(now), scope, step, attempt, False]
+    cursor.execute(shared.INSERT_EVENTS.format(rows=", ".join([shared.EVENT_ROW] * len(events))), flat)
 
 
 def recover_cut_attempts(run: Run, reason: str, lost_at: dt.datetime | None, now: dt.datetime) -> None:
@@ -327,9 +328,9 @@ def recover_cut_attempts(run: Run, reason: str, lost_at: dt.datetime | None, now
     outcome lost (and say which in a `$lost` event, for followers), then record the attempt each
     step marked `running` was in as `lost`, so the timeline shows it and the rerun is the next
     attempt. The caller holds the run's row (a transaction)."""
-    rid = sql.rid(str(run.id))
+    rid = values.rid(str(run.id))
     with connection.cursor() as cursor:
-        cursor.execute(sql.MARK_LOST_EVENTS, [True, rid, EntryStatus.COMPLETED])
+        cursor.execute(shared.MARK_LOST_EVENTS, [True, rid, EntryStatus.COMPLETED])
         lost = sorted(cursor.fetchall())
         if lost:
             payload = lost_events_payload([(row[0], row[1], row[2]) for row in lost])
@@ -353,13 +354,13 @@ def _consume(
 ) -> None:
     complete = set(message_ids) <= auto_completed
     cursor.execute(
-        sql.CONSUME_MESSAGES.format(
+        shared.CONSUME_MESSAGES.format(
             by="%s",
             complete=", completed_at = COALESCE(completed_at, %s)" if complete else "",
-            ids=sql.marks(len(message_ids)),
+            ids=values.marks(len(message_ids)),
             guard="",
         ),
-        [sql.t(now), entry_id, *([sql.t(now)] if complete else []), rid, *message_ids],
+        [values.t(now), entry_id, *([values.t(now)] if complete else []), rid, *message_ids],
     )
     if cursor.rowcount != len(message_ids):
         raise LeaseLost("a message was consumed by someone else")
@@ -368,13 +369,13 @@ def _consume(
 def _wake_if_message_waiting(cursor: Any, rid: Any, queues: tuple[str, ...] | None, now: dt.datetime) -> None:
     if queues is None:
         return
-    statement, params = sql.MESSAGE_WAITING, [rid]
+    statement, params = shared.MESSAGE_WAITING, [rid]
     if queues:
-        statement += f" AND queue IN ({sql.marks(len(queues))})"
+        statement += f" AND queue IN ({values.marks(len(queues))})"
         params += list(queues)
     cursor.execute(statement + " LIMIT 1", params)
     if cursor.fetchone() is not None:
-        cursor.execute(sql.WAKE_RUN, [sql.t(now), rid])
+        cursor.execute(shared.WAKE_RUN, [values.t(now), rid])
 
 
 def create_run(new: NewRun) -> Run:
@@ -426,11 +427,11 @@ def new_run_statement(new: NewRun) -> NewRunStatement:
     """PostgreSQL: `insert_run_if_new`'s statement, runnable now (its row: the notify's column)."""
     now = new.now
     first, record = _new_run(RunStatus.PENDING, new, wake_at=now, concurrency_group=new.concurrency_group)
-    params = [*first, sql.t(now), sql.j(new.trace_context or None), new.priority, new.concurrency_group]
+    params = [*first, values.t(now), values.j(new.trace_context or None), new.priority, new.concurrency_group]
     if new.first_message is None:
-        return NewRunStatement(sql.INSERT_RUN_IF_NEW, [*params, NOTIFY_CHANNEL], record)
+        return NewRunStatement(postgres.INSERT_RUN_IF_NEW, [*params, NOTIFY_CHANNEL], record)
     params += [*message_values(new.first_message, now), NOTIFY_CHANNEL]
-    return NewRunStatement(sql.INSERT_RUN_WITH_MESSAGE_IF_NEW, params, record)
+    return NewRunStatement(postgres.INSERT_RUN_WITH_MESSAGE_IF_NEW, params, record)
 
 
 def held_run_statement(new: NewRun, owner: str, lease_until: dt.datetime) -> NewRunStatement:
@@ -440,8 +441,15 @@ def held_run_statement(new: NewRun, owner: str, lease_until: dt.datetime) -> New
     a claim) and without a first message: those fields of `new` are not written."""
     now = new.now
     first, record = _new_run(RunStatus.RUNNING, new, wake_at=lease_until, lease_owner=owner, due_at=now)
-    params = [*first, sql.t(now), sql.t(lease_until), owner, sql.j(new.trace_context or None), new.priority]
-    return NewRunStatement(sql.INSERT_HELD_RUN_IF_NEW, params, record)
+    params = [
+        *first,
+        values.t(now),
+        values.t(lease_until),
+        owner,
+        values.j(new.trace_context or None),
+        new.priority,
+    ]
+    return NewRunStatement(postgres.INSERT_HELD_RUN_IF_NEW, params, record)
 
 
 def create_held_run(record: RunRecord) -> bool:
@@ -473,8 +481,8 @@ def _new_run(status: str, new: NewRun, **columns: Any) -> tuple[list[Any], RunRe
     key_text, key_hash = key_identity(new.key)
     now = new.now
     params = [
-        sql.rid(run_id), new.workflow, sql.j(new.key), key_text, key_hash, new.version, status,
-        sql.j(new.initial_state), sql.t(now), sql.t(now), sql.t(now),
+        values.rid(run_id), new.workflow, values.j(new.key), key_text, key_hash, new.version, status,
+        values.j(new.initial_state), values.t(now), values.t(now), values.t(now),
     ]  # fmt: skip
     record = RunRecord(
         id=run_id, workflow=new.workflow, key=list(new.key), version=new.version, status=status,
@@ -500,27 +508,27 @@ def insert_first_message(run_id: str, first_message: OutgoingMessage, now: dt.da
     """A new run's first message, in the caller's transaction that created the run. Its wake is
     left as the creation set it (a debounced run still waits)."""
     with connection.cursor() as cursor:
-        cursor.execute(sql.INSERT_MESSAGE, [sql.rid(run_id), *message_values(first_message, now)])
+        cursor.execute(shared.INSERT_MESSAGE, [values.rid(run_id), *message_values(first_message, now)])
         cursor.fetchone()  # its id (SQLite completes a RETURNING statement as it is read)
 
 
 def message_values(outgoing: OutgoingMessage, now: dt.datetime) -> list[Any]:
     """A message's stored values, in the order every message insert takes them: queue, body,
     sent_at, trace context."""
-    return [outgoing.queue, sql.j(outgoing.body), sql.t(now), sql.j(outgoing.trace_context or None)]
+    return [outgoing.queue, values.j(outgoing.body), values.t(now), values.j(outgoing.trace_context or None)]
 
 
 def send_to_run(outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
     """PostgreSQL, a message to a run by id, on its own (no audit, no caller's transaction to
     join): one statement, as `insert_message` + notify would write it."""
     assert outgoing.run_id is not None
-    rid = sql.rid(outgoing.run_id)
+    rid = values.rid(outgoing.run_id)
     params = [
-        RunStatus.PENDING, RunStatus.WAITING, sql.t(now), outgoing.priority, rid, *LIVE,
+        RunStatus.PENDING, RunStatus.WAITING, values.t(now), outgoing.priority, rid, *LIVE,
         *message_values(outgoing, now), NOTIFY_CHANNEL,
     ]  # fmt: skip
     with hot_cursor() as cursor:
-        cursor.execute(sql.SEND_TO_RUN, params)
+        cursor.execute(postgres.SEND_TO_RUN, params)
         row = cursor.fetchone()
     if row is None:
         status = Run.objects.filter(id=outgoing.run_id).values_list("status", flat=True).first()
@@ -576,16 +584,16 @@ def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> 
         if outgoing.drop_if_ended:
             return None
         raise RunFinished(f"run {run_pk} is {status}; it takes no more messages")
-    rid = sql.rid(str(run_pk))
+    rid = values.rid(str(run_pk))
     cursor.execute(
-        sql.WAKE_FOR_MESSAGE,
-        [RunStatus.PENDING, RunStatus.WAITING, sql.t(now), outgoing.priority, rid, *LIVE],
+        shared.WAKE_FOR_MESSAGE,
+        [RunStatus.PENDING, RunStatus.WAITING, values.t(now), outgoing.priority, rid, *LIVE],
     )
     if cursor.rowcount != 1:
         if outgoing.drop_if_ended:
             return None
         raise RunFinished(f"run {run_pk} finished; it takes no more messages")
-    cursor.execute(sql.INSERT_MESSAGE, [rid, *message_values(outgoing, now)])
+    cursor.execute(shared.INSERT_MESSAGE, [rid, *message_values(outgoing, now)])
     return MessageRecord(
         id=cursor.fetchone()[0], run_id=str(run_pk), queue=outgoing.queue, body=outgoing.body, sent_at=now,
         trace_context=outgoing.trace_context or None,
