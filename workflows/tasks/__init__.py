@@ -253,7 +253,7 @@ def _create_run(
     existing run: a new result id (a uuid4) names none. On the caller's connection: inside the
     caller's transaction, if any."""
     from ..core.new_run import NewRun
-    from ..storage.django.writes import start_run
+    from ..storage.django.starts import start_run
 
     new = NewRun(
         workflow=WORKFLOW, key=[result_id], version=task_workflow.version, initial_state=spec,

@@ -22,11 +22,10 @@ from ...core.records import (
     RunStatus,
 )
 from ...models import Run
-from . import notify, paths, statements, values, writes
+from . import notify, paths, resumes, statements, values, writes
 from .paths import StorePaths
 from .prepared import hot_cursor
 from .reconnect import retrying_lost_races
-from .resumes import RESUME_MESSAGES, resumed
 from .rows import (
     ENTRY_FIELDS,
     MESSAGE_FIELDS,
@@ -93,7 +92,7 @@ class DjangoClaims(StorePaths):
                     (postgres.GENERIC_PLAN, []),
                     claim,
                     (CLAIMED_HISTORY, claimed_before),
-                    (CLAIMED_MESSAGES, [*claimed_before, RESUME_MESSAGES + 1]),
+                    (CLAIMED_MESSAGES, [*claimed_before, resumes.RESUME_MESSAGES + 1]),
                 ]
             )
             if rows is not None:
@@ -215,7 +214,9 @@ class DjangoClaims(StorePaths):
             unconsumed.setdefault(str(row[1]), []).append(row)  # MESSAGE_FIELDS[1]: run_id
         for run in runs:
             if not run.fresh and not run.taken_over:
-                self._prefetched[run.id] = resumed(entries.get(run.id, []), unconsumed.get(run.id, []))
+                self._prefetched[run.id] = resumes.resumed(
+                    entries.get(run.id, []), unconsumed.get(run.id, [])
+                )
             else:
                 self._prefetched.pop(run.id, None)
 

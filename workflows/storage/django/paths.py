@@ -26,7 +26,7 @@ from ...core.records import (
     MessageRecord,
 )
 from ..base import Store
-from . import loop_connection, notify, prepared, writes
+from . import commit_statement, loop_connection, notify, prepared
 from .async_commits import AsyncCommits
 from .group_commit import GroupCommits
 from .loop_reads import LoopReads
@@ -156,7 +156,7 @@ class StorePaths(Store):
         params, role = await self.run_sync(_connection_params)
         return await loop_connection.open_connection(params, prepared.enabled(), role)
 
-    async def _commit_in_thread(self, pending: writes.Pending) -> CommitResult:
+    async def _commit_in_thread(self, pending: commit_statement.Pending) -> CommitResult:
         run_id, owner, commit, now = pending
         return await self.run_sync(self.commit, run_id=run_id, owner=owner, commit=commit, now=now)
 

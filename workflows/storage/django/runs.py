@@ -26,7 +26,7 @@ from ...core.records import (
     RunStatus,
 )
 from ...models import Message, Run
-from . import limits, notify, values, writes
+from . import limits, messages, notify, starts, values
 from .paths import StorePaths
 from .prepared import hot_cursor
 from .repairs import write_audit
@@ -48,7 +48,7 @@ class DjangoRuns(StorePaths):
 
     def get_or_create_run(self, new: NewRun) -> tuple[RunRecord, bool]:
         if values.pg():  # one statement creates it (and wakes runners) unless the key is taken
-            created = writes.insert_run_if_new(new)
+            created = starts.insert_run_if_new(new)
             if created is not None:
                 return created, True
         key_hash = key_identity(new.key)[1]
@@ -56,7 +56,7 @@ class DjangoRuns(StorePaths):
         if existing is not None:
             return run_record(existing), False
         try:
-            run = writes.start_run(new)
+            run = starts.start_run(new)
         except IntegrityError:  # created meanwhile by another caller with the same key
             return run_record(Run.objects.get(workflow=new.workflow, key_hash=key_hash)), False
         return run_record(run), True
@@ -64,17 +64,17 @@ class DjangoRuns(StorePaths):
     def get_or_create_held_run(
         self, new: NewRun, *, owner: str, lease_seconds: float
     ) -> tuple[RunRecord, bool, bool]:
-        """A new run leased to `owner`: on PostgreSQL one statement (`writes.held_run_statement`), on
-        SQLite one transaction (`writes.create_held_run`); a key already taken answers its run,
+        """A new run leased to `owner`: on PostgreSQL one statement (`starts.held_run_statement`), on
+        SQLite one transaction (`starts.create_held_run`); a key already taken answers its run,
         not held."""
         new = _holdable(new)
-        statement = writes.held_run_statement(new, owner, new.now + dt.timedelta(seconds=lease_seconds))
+        statement = starts.held_run_statement(new, owner, new.now + dt.timedelta(seconds=lease_seconds))
         if values.pg():
             with hot_cursor() as cursor:
                 cursor.execute(statement.sql, statement.params)
                 created = cursor.fetchone() is not None
         else:
-            created = writes.create_held_run(statement.record)
+            created = starts.create_held_run(statement.record)
         if created:
             return statement.record, True, True
         run, created = self.get_or_create_run(new)
@@ -86,7 +86,7 @@ class DjangoRuns(StorePaths):
         """From the runner's event loop (`loop_reads`) unless a call is in flight there."""
         if self._reads is not None and not self._reads.busy:
             new = _holdable(new)
-            statement = writes.held_run_statement(new, owner, new.now + dt.timedelta(seconds=lease_seconds))
+            statement = starts.held_run_statement(new, owner, new.now + dt.timedelta(seconds=lease_seconds))
             rows = await self._reads.fetch([(statement.sql, statement.params)])
             if rows is not None:
                 if rows[0]:
@@ -100,7 +100,7 @@ class DjangoRuns(StorePaths):
         event loop (`loop_reads`) unless a call is in flight there; a taken key goes through the
         threads, which read its run."""
         if self._reads is not None and not self._reads.busy:
-            statement = writes.new_run_statement(new)
+            statement = starts.new_run_statement(new)
             rows = await self._reads.fetch([(statement.sql, statement.params)])
             if rows is not None and rows[0]:
                 return statement.record, True
@@ -143,9 +143,9 @@ class DjangoRuns(StorePaths):
         self, message: OutgoingMessage, *, now: dt.datetime, audit: Audit | None = None
     ) -> MessageRecord:
         if audit is None and message.run_id is not None and values.pg():
-            return writes.send_to_run(message, now)  # one statement
+            return messages.send_to_run(message, now)  # one statement
         with transaction.atomic(), connection.cursor() as cursor:
-            record = writes.insert_message(cursor, message, now)
+            record = messages.insert_message(cursor, message, now)
             assert record is not None  # only a child's report to its parent is ever dropped
             notify.notify(cursor)
             if audit is not None:

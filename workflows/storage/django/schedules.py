@@ -18,7 +18,7 @@ from ...core.new_run import NewRun
 from ...core.records import TERMINAL, RunRecord, RunStatus
 from ...core.schedules import LAST_RUNS, REPLACED_EVENT, RunStart, ScheduleDeclaration, ScheduleRecord
 from ...models import Event, Run, Schedule
-from . import values, writes
+from . import starts, values
 from .notify import notify_now
 from .rows import run_record
 
@@ -151,9 +151,9 @@ def _start_run(new: NewRun, replace: bool, debounce: float | None) -> tuple[RunR
                     old.wake_at = now
                     fields.append("wake_at")
             old.save(update_fields=fields)
-        made = writes.create_run(new.but(first_message=None, parent_id=None, parent_queue=None))
+        made = starts.create_run(new.but(first_message=None, parent_id=None, parent_queue=None))
         if new.first_message is not None:
-            writes.insert_first_message(str(made.id), new.first_message, now)
+            starts.insert_first_message(str(made.id), new.first_message, now)
         if wake != now:
             made.wake_at = wake
             made.save(update_fields=["wake_at"])

@@ -71,7 +71,7 @@ HEARTBEAT_SKIP_LOCKED = (
 
 # --- starting a run -------------------------------------------------------------------------------
 # Both return one column, and a row only when they inserted: the caller already holds every value
-# of the new run (`writes.NewRunStatement`), so nothing is read back on a start's hot path.
+# of the new run (`starts.NewRunStatement`), so nothing is read back on a start's hot path.
 
 _NEW_RUN = (
     "WITH new AS (INSERT INTO workflows_run (id, workflow, key, key_text, key_hash, version, status, state,"
@@ -121,3 +121,19 @@ SEND_TO_RUN = (
 # The one pruner at a time (a session lock: it spans the prune's transactions).
 PRUNE_LOCK = "SELECT pg_try_advisory_lock(%s)"
 PRUNE_UNLOCK = "SELECT pg_advisory_unlock(%s)"
+
+# --- a commit as one statement (`commit_statement`): its parts, named CTEs over the fenced update ---
+ONE_STATEMENT = "WITH {ctes} SELECT {selects}"
+CTE = "{name} AS ({statement})"
+CTE_IDS = "{name} AS ({statement} RETURNING id)"
+ID_OF = "(SELECT id FROM {cte})"
+COUNT_OF = "(SELECT COUNT(*) FROM {cte})"
+CANCEL_REQUESTED_OF = "(SELECT cancel_requested FROM {cte})"
+IF_WRITTEN = " AND EXISTS (SELECT 1 FROM {cte})"
+# The fence's addition for a wait's entry: every message it took is still there to take.
+ALL_CONSUMABLE = " AND (" + COUNT_CONSUMABLE + ") = %s"
+COMPLETE_CONSUMED = ", completed_at = COALESCE(completed_at, %s::timestamptz)"
+# A grouped run leaving `running` frees its group's slot: runners waiting for one look.
+SLOT_FREED_NOTIFY = (
+    "{name} AS (SELECT pg_notify(%s, '')::text AS sent FROM {run} WHERE {run}.concurrency_group IS NOT NULL)"
+)

@@ -153,6 +153,13 @@ def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple
 # --- a commit: the fenced run update ----------------------------------------------------------------
 
 
+# Every commit starts with it: the run's update behind its fence (`fence`), which also locks the
+# run row, so a sender racing with a suspension either lands before it (and is seen) or wakes it after.
+FENCED_RUN_UPDATE = (
+    "UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group"
+)
+
+
 def fence(run: Any, owner: str, commit: Commit) -> tuple[str, list[Any]]:
     """The WHERE of the run update every commit starts with: only the lease holder writes, and
     only over entries still current (an operator's replay supersedes them). `run` is `rid(...)`."""
@@ -268,7 +275,7 @@ MARK_LOST_EVENTS = (
     " AND e.scope = workflows_event.scope AND e.name = workflows_event.step"
     " AND (EXISTS (SELECT 1 FROM workflows_attempt a WHERE a.entry_id = e.id AND a.number = workflows_event.attempt)"
     # ... or its first attempt is implied: it completed at it, storing no attempt row
-    # (`writes.stored_attempt`)
+    # (`commit_statement.stored_attempt`)
     " OR (e.status = %s AND e.attempts = 1 AND workflows_event.attempt = 1)))"
     " AND (scope = '' OR EXISTS (SELECT 1 FROM workflows_entry s"
     " WHERE s.run_id = workflows_event.run_id AND s.scope = workflows_event.scope))"
@@ -296,6 +303,15 @@ COMPLETE_MESSAGE = (
     "UPDATE workflows_message SET response = %s, completed_at = %s WHERE id = %s AND completed_at IS NULL"
 )
 MESSAGE_WAITING = "SELECT 1 FROM workflows_message WHERE run_id = %s AND consumed_at IS NULL"
+
+
+@cache
+def message_waiting(queues: int) -> str:
+    """Whether a run has an unconsumed message on `queues` named queues (0: on any queue)."""
+    of_queues = f" AND queue IN ({marks(queues)})" if queues else ""
+    return f"{MESSAGE_WAITING}{of_queues} LIMIT 1"
+
+
 WAKE_RUN = "UPDATE workflows_run SET wake_at = %s WHERE id = %s"
 # Locks the target row (even when no wake is due), so a suspension racing with a send sees it. A
 # message sent with a priority gives the run that priority (a start message's priority).
