@@ -10,9 +10,9 @@ from typing import Any
 
 from workflows.core.records import LIVE
 from workflows.storage.django import values
+from workflows.storage.django.claims import CLAIM_RETURNING, _claim
 from workflows.storage.django.prepared import hot_cursor
 from workflows.storage.django.statements import shared
-from workflows.storage.django.store import CLAIM_RETURNING, _claim
 
 
 def pick_before(workflows: list[str], limit: int, now: dt.datetime) -> tuple[str, list[Any]]:

@@ -36,8 +36,6 @@ import time
 import uuid
 from pathlib import Path
 
-from workflows.core.new_run import NewRun
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -90,6 +88,8 @@ class Bench:
 
     def _start(self, workflow: str, group: str | None) -> None:
         from django.utils import timezone
+
+        from workflows.core.new_run import NewRun
 
         self.n += 1
         self.store.get_or_create_run(NewRun(workflow=workflow, key=[f"{self.owner}-{self.n}"], version="", initial_state={}, now=timezone.now(), concurrency_group=group))  # fmt: skip

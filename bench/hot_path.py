@@ -43,8 +43,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workflows.core.new_run import NewRun
-
 if __package__ in (None, ""):  # run as a script: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -82,6 +80,7 @@ def _step(position: int) -> Any:
 
 
 def _claimed(n: int, prefix: str) -> list[Any]:
+    from workflows.core.new_run import NewRun
     from workflows.storage.django import DjangoStore
 
     store = DjangoStore()
@@ -332,8 +331,8 @@ def claims(calls: int, backlogs: tuple[int, ...], limits: tuple[int, ...]) -> di
     from bench._claim_before import pick_before, send_as_before
     from bench._db import create_pending_runs, reset_tables
     from workflows.storage.django import statements
+    from workflows.storage.django.claims import _claim
     from workflows.storage.django.statements import shared
-    from workflows.storage.django.store import _claim
 
     names = CLAIM_WORKFLOWS
 

@@ -27,8 +27,6 @@ import time
 import uuid
 from pathlib import Path
 
-from workflows.core.new_run import NewRun
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ["BENCH_PG_DATABASE"] = os.environ.get("BENCH_PRUNE_DATABASE", "bench_prune")
@@ -54,6 +52,7 @@ class HotPath:
     def cycle(self) -> tuple[float, float]:
         from django.utils import timezone
 
+        from workflows.core.new_run import NewRun
         from workflows.core.records import AttemptWrite, Commit, EntryWrite, Transition
 
         self.n += 1
