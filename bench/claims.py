@@ -89,11 +89,10 @@ class Bench:
     def _start(self, workflow: str, group: str | None) -> None:
         from django.utils import timezone
 
+        from workflows.core.new_run import NewRun
+
         self.n += 1
-        self.store.get_or_create_run(
-            workflow=workflow, key=[f"{self.owner}-{self.n}"], version="", initial_state={},
-            now=timezone.now(), concurrency_group=group,
-        )  # fmt: skip
+        self.store.get_or_create_run(NewRun(workflow=workflow, key=[f"{self.owner}-{self.n}"], version="", initial_state={}, now=timezone.now(), concurrency_group=group))  # fmt: skip
 
     def _finish(self, run_ids: list[str]) -> None:
         from workflows.models import Run
@@ -151,7 +150,7 @@ class Bench:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE" if connection.vendor == "sqlite" else "ANALYZE workflows_run")
         from bench._claim_before import pick_before, send_as_before
-        from workflows.storage.django import sql
+        from workflows.storage.django.statements import shared
 
         def now_(at: dt.datetime) -> list[str]:
             runs = self.store.claim(
@@ -160,7 +159,7 @@ class Bench:
             return [r.id for r in runs]
 
         def before(at: dt.datetime) -> list[str]:
-            lease = sql.claim_lease(self.owner, at + dt.timedelta(seconds=60), at)
+            lease = shared.claim_lease(self.owner, at + dt.timedelta(seconds=60), at)
             return [str(row[0]) for row in send_as_before(pick_before(BACKLOG_WORKFLOWS, 1, at), lease)]
 
         ways = {"now": now_, "before": before}

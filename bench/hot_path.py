@@ -22,8 +22,8 @@ timed test.
    the claimed runs put back untimed after each claim), three ways alternately: as before (one
    ordered scan of every due run of the runner's workflows, one prepared statement, its commit
    waiting for the disk), the per-workflow pick sent as before, and as now (`store._claim`: the
-   per-workflow pick, its generic plan kept, `sql.GENERIC_PLAN`, and its commit not waiting for
-   the disk, `sql.LAZY_FLUSH`). Median ms per claim.
+   per-workflow pick, its generic plan kept, `postgres.GENERIC_PLAN`, and its commit not waiting for
+   the disk, `postgres.LAZY_FLUSH`). Median ms per claim.
 6. The driver's own wait: one committed single-row INSERT in turn through psycopg's blocking
    connection, its AsyncConnection (as the store's loop connections send), and the same statement's
    bare libpq calls awaited with one `add_reader` per reply; with the commit waiting for the disk
@@ -80,12 +80,13 @@ def _step(position: int) -> Any:
 
 
 def _claimed(n: int, prefix: str) -> list[Any]:
+    from workflows.core.new_run import NewRun
     from workflows.storage.django import DjangoStore
 
     store = DjangoStore()
     for i in range(n):
         store.get_or_create_run(
-            workflow="bench_ten", key=[prefix, str(i)], version="1", initial_state={}, now=_now()
+            NewRun(workflow="bench_ten", key=[prefix, str(i)], version="1", initial_state={}, now=_now())
         )
     return store.claim(owner="bench", workflows=["bench_ten"], limit=n, lease_seconds=600, now=_now())
 
@@ -329,8 +330,9 @@ def claims(calls: int, backlogs: tuple[int, ...], limits: tuple[int, ...]) -> di
 
     from bench._claim_before import pick_before, send_as_before
     from bench._db import create_pending_runs, reset_tables
-    from workflows.storage.django import sql
-    from workflows.storage.django.store import _claim
+    from workflows.storage.django import statements
+    from workflows.storage.django.claims import _claim
+    from workflows.storage.django.statements import shared
 
     names = CLAIM_WORKFLOWS
 
@@ -338,7 +340,7 @@ def claims(calls: int, backlogs: tuple[int, ...], limits: tuple[int, ...]) -> di
         return pick_before(names, limit, now)
 
     def per_workflow(now: dt.datetime) -> tuple[str, list[Any]]:
-        return sql.claim_due(names, limit, now)
+        return statements.claim_due(names, limit, now)
 
     ways: dict[str, tuple[Any, Any]] = {
         "before: one ordered scan": (one_ordered_scan, send_as_before),
@@ -358,7 +360,7 @@ def claims(calls: int, backlogs: tuple[int, ...], limits: tuple[int, ...]) -> di
         for i in range(calls * len(ways)):
             label = list(ways)[i % len(ways)]
             pick, send = ways[label]
-            lease = sql.claim_lease("bench", _now() + dt.timedelta(seconds=600), _now())
+            lease = shared.claim_lease("bench", _now() + dt.timedelta(seconds=600), _now())
             t0 = time.perf_counter()
             rows = send(pick(_now()), lease)
             times[label].append(time.perf_counter() - t0)

@@ -52,12 +52,13 @@ class HotPath:
     def cycle(self) -> tuple[float, float]:
         from django.utils import timezone
 
+        from workflows.core.new_run import NewRun
         from workflows.core.records import AttemptWrite, Commit, EntryWrite, Transition
 
         self.n += 1
         now = timezone.now()
         self.store.get_or_create_run(
-            workflow="live", key=[f"{self.owner}-{self.n}"], version="", initial_state={}, now=now
+            NewRun(workflow="live", key=[f"{self.owner}-{self.n}"], version="", initial_state={}, now=now)
         )
         started = time.perf_counter()
         [run] = self.store.claim(owner=self.owner, workflows=["live"], limit=1, lease_seconds=30, now=now)

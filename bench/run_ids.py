@@ -90,9 +90,9 @@ def window(way: str, keys: list[str], steps: int, walinspect: bool) -> dict[str,
     """`keys` 10-step runs after a CHECKPOINT, their ids made `way`: WAL bytes per step (and of it
     whole pages), median ms per run."""
     from bench import _inprocess
-    from workflows.storage.django import writes
+    from workflows.storage.django import starts
 
-    writes.new_run_id = _id_maker(way)  # looked up at each run's creation (`writes._new_run`)
+    starts.new_run_id = _id_maker(way)  # looked up at each run's creation (`starts._new_run`)
     try:
         from django.db import connection
 
@@ -104,7 +104,7 @@ def window(way: str, keys: list[str], steps: int, walinspect: bool) -> dict[str,
     finally:
         from workflows.core.ids import new_run_id
 
-        writes.new_run_id = new_run_id
+        starts.new_run_id = new_run_id
     n_steps = len(keys) * steps
     wal = float(_scalar(f"SELECT pg_wal_lsn_diff('{end}', '{start}')"))
     fpi = None

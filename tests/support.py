@@ -16,6 +16,7 @@ import httpx
 from django.db import connection
 
 from jobs.processes import database_url
+from workflows.core.new_run import NewRun
 from workflows.core.records import AttemptWrite, Commit, EntryWrite
 
 
@@ -54,7 +55,7 @@ def claimed_runs(n: int) -> list[str]:
     store = DjangoStore()
     now = dt.datetime.now(dt.UTC)
     for i in range(n):
-        store.get_or_create_run(workflow="wf", key=[f"k{i}"], version="v", initial_state={}, now=now)
+        store.get_or_create_run(NewRun(workflow="wf", key=[f"k{i}"], version="v", initial_state={}, now=now))
     runs = store.claim(owner="a", workflows=["wf"], limit=n, lease_seconds=30, now=now)
     assert len(runs) == n
     return [r.id for r in runs]

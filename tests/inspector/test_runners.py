@@ -11,6 +11,7 @@ from django.urls import reverse
 from tests.inspector import flows
 from tests.support import now
 from workflows import conf
+from workflows.core.new_run import NewRun
 from workflows.core.records import RunnerRecord
 from workflows.testing import run_until_idle
 
@@ -37,7 +38,7 @@ def announce(
 def orphan_run():
     """A run of a workflow no registry of this server (and no runner) knows."""
     run, _ = conf.default_store().get_or_create_run(
-        workflow="orphan", key=["o1"], version="", initial_state={}, now=now()
+        NewRun(workflow="orphan", key=["o1"], version="", initial_state={}, now=now())
     )
     return run
 

@@ -14,6 +14,7 @@ from django.db import connection
 
 from tests.support import a_step, now, wait_for
 from workflows.core.exceptions import LeaseLost, StoreUnavailable
+from workflows.core.new_run import NewRun
 from workflows.models import Entry
 from workflows.storage.django import DjangoStore
 from workflows.storage.django.notify import _libpq_params
@@ -26,7 +27,7 @@ pytestmark = [
 
 def claimed_run() -> str:
     store = DjangoStore()
-    store.get_or_create_run(workflow="wf", key=["k"], version="v", initial_state={}, now=now())
+    store.get_or_create_run(NewRun(workflow="wf", key=["k"], version="v", initial_state={}, now=now()))
     [run] = store.claim(owner="a", workflows=["wf"], limit=1, lease_seconds=30, now=now())
     return run.id
 

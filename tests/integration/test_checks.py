@@ -19,6 +19,7 @@ from django.db import connection
 from django.test import override_settings
 
 from workflows import checks, setup, workflow
+from workflows.core.new_run import NewRun
 from workflows.core.records import RunnerRecord
 from workflows.engine import presence
 from workflows.storage.django import DjangoStore
@@ -255,7 +256,7 @@ def _lease_a_run(owner: str, *, lapsed: bool = False) -> None:
     """A run held by `owner`, leased the way a runner leases it (the store's claim)."""
     store = DjangoStore()
     now = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=120 if lapsed else 0)
-    store.get_or_create_run(workflow="held", key=[owner], version="v", initial_state={}, now=now)
+    store.get_or_create_run(NewRun(workflow="held", key=[owner], version="v", initial_state={}, now=now))
     [claimed] = store.claim(owner=owner, workflows=["held"], limit=1, lease_seconds=60, now=now)
     assert claimed.status == "running"
 

@@ -13,6 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.support import now
+from workflows.core.new_run import NewRun
 from workflows.models import Run
 from workflows.storage.django import DjangoStore
 from workflows.storage.django.notify import _libpq_params
@@ -27,7 +28,7 @@ pg_only = pytest.mark.skipif(
 
 def make(workflow: str, key: str, *, due_ago: float, priority: int = 0) -> str:
     run, _ = DjangoStore().get_or_create_run(
-        workflow=workflow, key=[key], version="v", initial_state={}, now=now(), priority=priority
+        NewRun(workflow=workflow, key=[key], version="v", initial_state={}, now=now(), priority=priority)
     )
     Run.objects.filter(id=run.id).update(wake_at=now() - dt.timedelta(seconds=due_ago))
     return run.id

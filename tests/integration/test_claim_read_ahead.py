@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 
 from tests.support import a_step, now
+from workflows.core.new_run import NewRun
 from workflows.models import Run
 from workflows.storage.django import DjangoStore
 
@@ -32,11 +33,13 @@ def test_a_run_that_ran_before_resumes_from_its_history(store, behind):
     run_id = (
         DjangoStore()
         .get_or_create_run(
-            workflow="wf",
-            key=["k"],
-            version="v",
-            initial_state={},
-            now=first_start - dt.timedelta(seconds=600),
+            NewRun(
+                workflow="wf",
+                key=["k"],
+                version="v",
+                initial_state={},
+                now=first_start - dt.timedelta(seconds=600),
+            )
         )[0]
         .id
     )

@@ -17,7 +17,7 @@ from tests.support import claimed_runs, lock_waiters, now, wait_for
 from workflows.core.exceptions import LeaseLost, StoreUnavailable
 from workflows.core.records import AttemptWrite, Commit, EntryWrite, Transition
 from workflows.models import Entry, Run
-from workflows.storage.django import DjangoStore, async_commits, group_commit, writes
+from workflows.storage.django import DjangoStore, async_commits, commit_statement, group_commit
 from workflows.storage.django.async_commits import AsyncCommits
 from workflows.storage.django.notify import _libpq_params
 
@@ -189,7 +189,7 @@ def test_a_connection_failure_under_a_group_fails_every_waiter_and_sends_nothing
             raise psycopg.OperationalError("server closed the connection unexpectedly")
 
     if path == "threads":
-        monkeypatch.setattr(writes, "commit_group", connection_lost)
+        monkeypatch.setattr(commit_statement, "commit_group", connection_lost)
     else:
         monkeypatch.setattr("psycopg.AsyncConnection.cursor", LostCursor)
 
@@ -245,7 +245,7 @@ def test_a_group_refused_before_the_server_saw_it_is_sent_again_commit_by_commit
     def refused(commits):
         raise ValueError("a value refused while building the statement")
 
-    monkeypatch.setattr(writes, "group_statement", refused)
+    monkeypatch.setattr(commit_statement, "group_statement", refused)
 
     async def go(store):
         return await _commit_together(store, [(r, "a", a_step(0)) for r in runs])

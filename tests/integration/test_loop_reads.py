@@ -13,10 +13,10 @@ from django.db import ProgrammingError, connection
 
 from tests.support import a_step, now
 from workflows.core.exceptions import RunNotFound, StoreUnavailable
+from workflows.core.new_run import NewRun
 from workflows.core.records import OutgoingMessage
 from workflows.models import Run
-from workflows.storage.django import DjangoStore
-from workflows.storage.django import store as store_module
+from workflows.storage.django import DjangoStore, resumes
 from workflows.storage.django.notify import _libpq_params
 
 pytestmark = [
@@ -34,7 +34,14 @@ def create(n: int, group: str | None = None) -> list[str]:
     store = DjangoStore()
     return [
         store.get_or_create_run(
-            workflow="wf", key=[f"k{i}"], version="v", initial_state={}, now=now(), concurrency_group=group
+            NewRun(
+                workflow="wf",
+                key=[f"k{i}"],
+                version="v",
+                initial_state={},
+                now=now(),
+                concurrency_group=group,
+            )
         )[0].id
         for i in range(n)
     ]
@@ -88,8 +95,8 @@ def test_a_run_created_from_the_loop_is_runnable_and_a_taken_key_answers_its_run
     start = {"workflow": "wf", "version": "v", "initial_state": {"n": 1}, "now": now()}
 
     async def go():
-        made, created = await store.aget_or_create_run(key=["k"], **start)
-        again, created_again = await store.aget_or_create_run(key=["k"], **start)
+        made, created = await store.aget_or_create_run(NewRun(key=["k"], **start))
+        again, created_again = await store.aget_or_create_run(NewRun(key=["k"], **start))
         return made, created, again, created_again
 
     made, created, again, created_again = asyncio.run(go())
@@ -155,7 +162,7 @@ def test_a_claim_keeps_nothing_for_a_fresh_run_nor_for_one_taken_over(store):
 
 
 def test_more_messages_than_a_resume_reads_leave_them_to_the_wait(store, monkeypatch):
-    monkeypatch.setattr(store_module, "RESUME_MESSAGES", 1)
+    monkeypatch.setattr(resumes, "RESUME_MESSAGES", 1)
     [run_id] = create(1)
     for body in ("x", "y"):
         DjangoStore().send(OutgoingMessage(queue="q", body=body, run_id=run_id), now=now())
@@ -175,7 +182,7 @@ def test_a_call_while_another_is_in_flight_goes_through_the_threads(store):
 
 def test_a_refused_statement_is_made_again_through_the_threads_which_raise_their_error(store, monkeypatch):
     monkeypatch.setattr(
-        store_module, "RESUME_READ", "SELECT no_such_column FROM workflows_message WHERE run_id = %s LIMIT %s"
+        resumes, "RESUME_READ", "SELECT no_such_column FROM workflows_message WHERE run_id = %s LIMIT %s"
     )
     [run_id] = create(1)
     with pytest.raises((ProgrammingError, psycopg.ProgrammingError)):  # as the threads raise it

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 from django.db import connection
 
+from workflows.core.new_run import NewRun
 from workflows.core.records import RunRecord
 from workflows.storage.django import DjangoStore
 
@@ -37,22 +38,22 @@ def read_back(made: RunRecord) -> RunRecord:
 
 def test_a_created_run_is_answered_as_it_reads_back():
     store = DjangoStore()
-    made, created = store.get_or_create_run(**start("a"), concurrency_group="g1")
+    made, created = store.get_or_create_run(NewRun(**start("a"), concurrency_group="g1"))
     assert created and made.status == "pending" and made.wake_at == made.created_at
     assert made == read_back(made)
-    again, created_again = store.get_or_create_run(**start("a"), concurrency_group="g1")
+    again, created_again = store.get_or_create_run(NewRun(**start("a"), concurrency_group="g1"))
     assert not created_again and again == replace(made, fresh=False)  # the taken key reads it
 
 
 def test_a_run_created_held_is_answered_as_it_reads_back():
     args = start("h")
-    made, created, held = DjangoStore().get_or_create_held_run(owner="r1", lease_seconds=30, **args)
+    made, created, held = DjangoStore().get_or_create_held_run(NewRun(**args), owner="r1", lease_seconds=30)
     assert created and held
     assert (made.status, made.lease_owner, made.due_at) == ("running", "r1", args["now"])
     assert made.wake_at == args["now"] + dt.timedelta(seconds=30)
     assert made == read_back(made)
     again, created_again, held_again = DjangoStore().get_or_create_held_run(
-        owner="r2", lease_seconds=30, **args
+        NewRun(**args), owner="r2", lease_seconds=30
     )
     assert not created_again and not held_again and again.id == made.id  # the taken key answers its run
 
@@ -60,8 +61,10 @@ def test_a_run_created_held_is_answered_as_it_reads_back():
 @pytest.mark.skipif(not PG, reason="a runner's event-loop connection is PostgreSQL's")
 def test_runs_created_from_a_runners_event_loop_are_answered_as_they_read_back(runner_store):
     async def go():
-        made = await runner_store.aget_or_create_run(**start("loop"))
-        held = await runner_store.aget_or_create_held_run(owner="r2", lease_seconds=30, **start("loop-held"))
+        made = await runner_store.aget_or_create_run(NewRun(**start("loop")))
+        held = await runner_store.aget_or_create_held_run(
+            NewRun(**start("loop-held")), owner="r2", lease_seconds=30
+        )
         return made, held
 
     (made, created), (held, held_created, is_held) = asyncio.run(go())

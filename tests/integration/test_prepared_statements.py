@@ -8,6 +8,7 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from tests.support import a_step, now
+from workflows.core.new_run import NewRun
 from workflows.storage.django import DjangoStore
 
 pytestmark = [
@@ -31,7 +32,9 @@ def prepared() -> list[str]:
 
 
 def run_three_steps(store: DjangoStore, key: str) -> str:
-    run, _ = store.get_or_create_run(workflow="wf", key=[key], version="v", initial_state={}, now=now())
+    run, _ = store.get_or_create_run(
+        NewRun(workflow="wf", key=[key], version="v", initial_state={}, now=now())
+    )
     [claimed] = store.claim(owner="a", workflows=["wf"], limit=1, lease_seconds=30, now=now())
     for position in range(3):
         store.commit(run_id=claimed.id, owner="a", commit=a_step(position), now=now())
@@ -67,7 +70,7 @@ def test_the_rest_is_never_prepared():
 
 def test_query_capture_still_sees_the_hot_statements():
     store = DjangoStore()
-    store.get_or_create_run(workflow="wf", key=["k"], version="v", initial_state={}, now=now())
+    store.get_or_create_run(NewRun(workflow="wf", key=["k"], version="v", initial_state={}, now=now()))
     [claimed] = store.claim(owner="a", workflows=["wf"], limit=1, lease_seconds=30, now=now())
     with CaptureQueriesContext(connection) as captured:
         store.commit(run_id=claimed.id, owner="a", commit=a_step(0), now=now())
@@ -76,7 +79,9 @@ def test_query_capture_still_sees_the_hot_statements():
 
 def test_a_rollback_between_executions_leaves_no_stale_statement():
     store = DjangoStore()
-    run, _ = store.get_or_create_run(workflow="wf", key=["k"], version="v", initial_state={}, now=now())
+    run, _ = store.get_or_create_run(
+        NewRun(workflow="wf", key=["k"], version="v", initial_state={}, now=now())
+    )
     [claimed] = store.claim(owner="a", workflows=["wf"], limit=1, lease_seconds=30, now=now())
     store.commit(run_id=claimed.id, owner="a", commit=a_step(0), now=now())
     with pytest.raises(IntegrityError), transaction.atomic():  # the same position again: refused

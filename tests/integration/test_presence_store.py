@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 
 from tests.support import now
+from workflows.core.new_run import NewRun
 from workflows.core.records import RunnerRecord
 from workflows.models import Run
 from workflows.storage.django import DjangoStore
@@ -48,8 +49,8 @@ def test_expire_leases__the_claim_then_takes_the_runs_over_as_lapsed():
     store = DjangoStore()
     t0 = now()
     for key in ("a", "b"):
-        store.get_or_create_run(workflow="wf", key=[key], version="", initial_state={}, now=t0)
-    store.get_or_create_run(workflow="wf", key=["c"], version="", initial_state={}, now=t0)
+        store.get_or_create_run(NewRun(workflow="wf", key=[key], version="", initial_state={}, now=t0))
+    store.get_or_create_run(NewRun(workflow="wf", key=["c"], version="", initial_state={}, now=t0))
     held = store.claim(owner="dead", workflows=["wf"], limit=2, lease_seconds=300, now=t0)
     store.claim(owner="alive", workflows=["wf"], limit=1, lease_seconds=300, now=t0)
     assert store.claim(owner="new", workflows=["wf"], limit=5, lease_seconds=30, now=t0) == []
@@ -68,7 +69,7 @@ def test_due_elsewhere__counts_due_runs_of_other_workflows():
     store = DjangoStore()
     t0 = now()
     for workflow, key in (("wf", "a"), ("orphan", "a"), ("orphan", "b"), ("later", "a")):
-        store.get_or_create_run(workflow=workflow, key=[key], version="", initial_state={}, now=t0)
+        store.get_or_create_run(NewRun(workflow=workflow, key=[key], version="", initial_state={}, now=t0))
     Run.objects.filter(workflow="later").update(wake_at=t0 + dt.timedelta(hours=1), status="waiting")
     assert store.due_elsewhere(["wf"], now=t0) == {"orphan": 2}
     assert store.due_elsewhere(["wf", "orphan"], now=t0) == {}

@@ -12,6 +12,7 @@ import pytest
 
 from tests.support import now
 from workflows.core.ids import created_millis
+from workflows.core.new_run import NewRun
 from workflows.models import Run
 from workflows.storage.django import DjangoStore
 
@@ -29,17 +30,19 @@ def test_each_way_of_creating_a_run_gives_it_a_time_ordered_id():
     store = DjangoStore()
     try:
         before = time.time_ns() // 1_000_000
-        started, created = store.get_or_create_run(key=["a"], now=now(), **START)
+        started, created = store.get_or_create_run(NewRun(key=["a"], now=now(), **START))
         assert created
         _assert_time_ordered(started.id, before)
 
         held, created, is_held = store.get_or_create_held_run(
-            owner="me", lease_seconds=30, key=["b"], now=now(), **START
+            NewRun(key=["b"], now=now(), **START), owner="me", lease_seconds=30
         )
         assert created and is_held
         _assert_time_ordered(held.id, before)
 
-        replaced, created = store.start_run(key=["a"], now=now(), replace=True, debounce=None, **START)
+        replaced, created = store.start_run(
+            NewRun(key=["a"], now=now(), **START), replace=True, debounce=None
+        )
         assert created and replaced.id != started.id
         _assert_time_ordered(replaced.id, before)
 
@@ -62,7 +65,7 @@ def test_runs_created_later_sort_later_by_id_in_the_database():
     try:
         made = []
         for i in range(4):
-            run, _ = store.get_or_create_run(key=[f"k{i}"], now=now(), **START)
+            run, _ = store.get_or_create_run(NewRun(key=[f"k{i}"], now=now(), **START))
             made.append(run.id)
             deadline = time.time_ns() // 1_000_000 + 1
             while time.time_ns() // 1_000_000 <= deadline:  # the next run falls in a later millisecond

@@ -1,4 +1,4 @@
-"""The store's value adapters (`sql.t`, `sql.j`, `sql.rid`) skip Django's per-call connection lookup;
+"""The store's value adapters (`values.t`, `values.j`, `values.rid`) skip Django's per-call connection lookup;
 they must give exactly what Django's own adapters give, on whichever database the suite runs."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 
 from workflows.models import Run
-from workflows.storage.django import sql
+from workflows.storage.django import values
 
 pytestmark = pytest.mark.django_db
 
@@ -28,12 +28,12 @@ DATETIMES = [
 
 @pytest.mark.parametrize("value", DATETIMES, ids=str)
 def test_a_datetime_is_adapted_as_django_adapts_it(value):
-    assert sql.t(value) == connection.ops.adapt_datetimefield_value(value)
+    assert values.t(value) == connection.ops.adapt_datetimefield_value(value)
 
 
 @pytest.mark.parametrize("value", [None, 7, "text", {"a": [1, 2.5, None, True]}, [], "é\u2603"], ids=repr)
 def test_a_json_value_is_adapted_as_django_adapts_it(value):
-    ours, django = sql.j(value), (None if value is None else connection.ops.adapt_json_value(value, None))
+    ours, django = values.j(value), (None if value is None else connection.ops.adapt_json_value(value, None))
     if connection.vendor == "postgresql":  # psycopg's Jsonb wrappers: compare what they hold
         assert (ours is None and django is None) or (type(ours) is type(django) and ours.obj == django.obj)
     else:
@@ -46,9 +46,9 @@ def test_a_json_value_is_adapted_as_django_adapts_it(value):
     ids=str,
 )
 def test_a_run_id_is_stored_as_django_stores_it(value):
-    assert sql.rid(value) == Run._meta.pk.get_db_prep_value(value, connection)
+    assert values.rid(value) == Run._meta.pk.get_db_prep_value(value, connection)
 
 
 def test_a_malformed_run_id_gets_djangos_error():
     with pytest.raises(ValidationError):
-        sql.rid("not-a-uuid")
+        values.rid("not-a-uuid")

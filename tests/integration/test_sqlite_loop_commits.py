@@ -17,6 +17,7 @@ from django.db import connection
 
 from tests.support import a_step, now
 from workflows.core.exceptions import LeaseLost, StoreUnavailable
+from workflows.core.new_run import NewRun
 from workflows.models import Attempt, Entry, Run
 from workflows.storage.django import DjangoStore, sqlite_loop, writes
 
@@ -56,7 +57,7 @@ class LoopTicks:
 
 def claimed_run(owner: str = "a") -> str:
     store = DjangoStore()
-    store.get_or_create_run(workflow="wf", key=["k"], version="v", initial_state={}, now=now())
+    store.get_or_create_run(NewRun(workflow="wf", key=["k"], version="v", initial_state={}, now=now()))
     [run] = store.claim(owner=owner, workflows=["wf"], limit=1, lease_seconds=30, now=now())
     return run.id
 

@@ -14,6 +14,7 @@ import pytest
 from django.db import connection
 
 from workflows import Concurrency, queue, setup, workflow
+from workflows.core.new_run import NewRun
 from workflows.engine.runner import Runner
 from workflows.models import Run
 from workflows.storage.django import DjangoStore
@@ -173,10 +174,7 @@ def test_a_bad_key_or_state_changes_nothing(store):
 
 def test_a_held_run_whose_runner_died_is_taken_over_and_completes(store):
     now = dt.datetime.now(dt.UTC)
-    run, created, held = DjangoStore().get_or_create_held_run(
-        owner="gone", lease_seconds=30, workflow="here", key=["f"], version=REGISTRY.get("here").version,
-        initial_state={}, now=now,
-    )  # fmt: skip
+    run, created, held = DjangoStore().get_or_create_held_run(NewRun(workflow="here", key=["f"], version=REGISTRY.get("here").version, initial_state={}, now=now), owner="gone", lease_seconds=30)  # fmt: skip
     assert created and held and run.fresh and run.lease_owner == "gone" and run.status == "running"
     Run.objects.filter(id=run.id).update(wake_at=now - dt.timedelta(seconds=1))  # its lease lapses
 

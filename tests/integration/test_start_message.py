@@ -14,6 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from workflows import BadInput, queue, setup, workflow
+from workflows.core.new_run import NewRun
 from workflows.core.records import OutgoingMessage
 from workflows.engine.client import WorkflowClient
 from workflows.models import Message, Run
@@ -127,6 +128,6 @@ def test_from_a_runners_event_loop_too(runner_store):
         "workflow": "wf", "key": ["loop"], "version": "v1", "initial_state": {},
         "now": dt.datetime.now(dt.UTC), "first_message": OutgoingMessage(queue="start", body={"n": 3}),
     }  # fmt: skip
-    run, created = asyncio.run(runner_store.aget_or_create_run(**start))
+    run, created = asyncio.run(runner_store.aget_or_create_run(NewRun(**start)))
     assert created and runner_store._reads.calls == 1  # one statement, from the loop
     assert _messages(None, run.id) == [("start", {"n": 3})]

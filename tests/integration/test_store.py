@@ -14,12 +14,12 @@ from tests.support import now
 from workflows import queue, setup, workflow
 from workflows.core.clock import FakeClock
 from workflows.core.exceptions import InvalidKey, InvalidMessage, LeaseLost, UnknownQueue, UnknownWorkflow
+from workflows.core.new_run import NewRun
 from workflows.core.records import AttemptWrite, Commit, EntryWrite
 from workflows.engine.client import WorkflowClient
 from workflows.engine.runner import Runner
 from workflows.models import Entry, Event, Message, Run
-from workflows.storage.django import DjangoStore
-from workflows.storage.django import store as store_module
+from workflows.storage.django import DjangoStore, paths, resumes
 from workflows.testing import run_until_idle
 
 pytestmark = pytest.mark.django_db
@@ -41,7 +41,7 @@ registry = setup(use={"wf": workflow(_wait_start, queues={"start": queue(Start)}
 
 def make_run(key="k", workflow="wf"):
     return DjangoStore().get_or_create_run(
-        workflow=workflow, key=[key], version="v", initial_state={}, now=now()
+        NewRun(workflow=workflow, key=[key], version="v", initial_state={}, now=now())
     )[0]
 
 
@@ -317,7 +317,7 @@ def test_a_resumed_run_reads_its_history_and_waiting_messages_in_one_go():
     if connection.vendor == "postgresql":
         assert messages == store.available_messages(run.id, None, 10)
         assert [m.id for m in messages] == [sent[1].id, sent[2].id]
-        for i in range(store_module.RESUME_MESSAGES):
+        for i in range(resumes.RESUME_MESSAGES):
             handle.send("start", {"title": f"more {i}", "transcript": "t"})
         assert store.load_resume(run.id)[1] is None
     else:
@@ -351,7 +351,7 @@ def test_a_message_that_arrives_after_the_resume_read_still_reaches_the_wait(mon
 
 def test_without_pipelines_a_resumed_run_reads_its_messages_when_it_waits(monkeypatch):
     """A libpq older than 14 cannot pipeline: the history alone, as on SQLite."""
-    monkeypatch.setattr(store_module, "_pipelines", lambda: False)
+    monkeypatch.setattr(paths, "pipelines", lambda: False)
     store = DjangoStore()
     run = make_run("no-pipeline")
     history, messages = store.load_resume(run.id)

@@ -16,7 +16,7 @@ from tests.tracing_support import Traced, tracing
 from workflows import conf, queue, setup, workflow
 from workflows.engine.client import WorkflowClient
 from workflows.models import Message, Run
-from workflows.storage.django import DjangoStore, sql
+from workflows.storage.django import DjangoStore, values
 from workflows.testing import arun_until_idle, run_until_idle
 
 
@@ -52,7 +52,7 @@ async def test_the_context_survives_the_store__run__claim__message__link(h, trac
         format(producer.context.span_id, "016x"),
     ]
     with connection.cursor() as cursor:  # a JSON object in the column, not a string in it
-        cursor.execute("SELECT trace_context FROM workflows_run WHERE id = %s", [sql.rid(handle.run_id)])
+        cursor.execute("SELECT trace_context FROM workflows_run WHERE id = %s", [values.rid(handle.run_id)])
         assert _stored(cursor.fetchone()[0]) == row.trace_context
 
     await arun_until_idle(reg, store=h.store, clock=h.clock, observers=[traced.observer])

@@ -18,6 +18,7 @@ import pytest
 
 from tests.support import now
 from workflows import setup, workflow
+from workflows.core.new_run import NewRun
 from workflows.core.records import RunnerRecord
 from workflows.engine import presence
 from workflows.engine.runner import Runner
@@ -41,7 +42,9 @@ def exited_pid() -> int:
 
 def ghost(store: MemoryStore, **fields) -> tuple[str, RunnerRecord]:
     """A run held under a long lease by runner `ghost`, whose presence record is `fields`."""
-    run, _ = store.get_or_create_run(workflow="wf", key=["k"], version="", initial_state={}, now=now())
+    run, _ = store.get_or_create_run(
+        NewRun(workflow="wf", key=["k"], version="", initial_state={}, now=now())
+    )
     store.claim(owner="ghost", workflows=["wf"], limit=1, lease_seconds=LONG_LEASE, now=now())
     record = RunnerRecord(
         owner="ghost",
@@ -148,8 +151,8 @@ def test_process_gone__exited_zombie_and_live_processes():
 
 async def test_due_runs_no_live_runner_knows__reported_once_per_workflow(caplog):
     store = MemoryStore()
-    store.get_or_create_run(workflow="orphan", key=["a"], version="", initial_state={}, now=now())
-    store.get_or_create_run(workflow="orphan", key=["b"], version="", initial_state={}, now=now())
+    store.get_or_create_run(NewRun(workflow="orphan", key=["a"], version="", initial_state={}, now=now()))
+    store.get_or_create_run(NewRun(workflow="orphan", key=["b"], version="", initial_state={}, now=now()))
     runner = Runner(registry=registry, store=store, watch=False)
     with caplog.at_level(logging.WARNING, logger="workflows.engine.runner"):
         await runner._announce()
@@ -187,7 +190,9 @@ class NoPresenceStore(MemoryStore):
 
 async def test_presence_failing__the_runner_still_runs_its_runs(caplog):
     store = NoPresenceStore()
-    run, _ = store.get_or_create_run(workflow="wf", key=["k"], version="", initial_state={}, now=now())
+    run, _ = store.get_or_create_run(
+        NewRun(workflow="wf", key=["k"], version="", initial_state={}, now=now())
+    )
     with caplog.at_level(logging.WARNING, logger="workflows.engine.runner"):
         await run_until_idle(store)
     assert store.get_run(run.id).status == "completed"

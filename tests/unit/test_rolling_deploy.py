@@ -11,6 +11,7 @@ import logging
 
 from tests.support import now
 from workflows import setup, workflow
+from workflows.core.new_run import NewRun
 from workflows.core.records import RunnerRecord
 from workflows.engine import runner as runner_module
 from workflows.engine.runner import Runner
@@ -37,7 +38,9 @@ def newer_runner(store: MemoryStore, *, alive: bool) -> None:
 
 
 def run_of_version(store: MemoryStore, version: str) -> str:
-    run, _ = store.get_or_create_run(workflow="wf", key=["k"], version=version, initial_state={}, now=now())
+    run, _ = store.get_or_create_run(
+        NewRun(workflow="wf", key=["k"], version=version, initial_state={}, now=now())
+    )
     return run.id
 
 

@@ -8,6 +8,7 @@ import time
 import uuid
 
 from workflows.core.ids import created_millis, new_run_id, short_run_id
+from workflows.core.new_run import NewRun
 from workflows.storage.memory import MemoryStore
 
 
@@ -41,7 +42,7 @@ def test_ids_made_in_one_millisecond_differ_in_their_random_bits():
 def test_the_memory_store_makes_the_same_ids():
     store = MemoryStore()
     run, created = store.get_or_create_run(
-        workflow="wf", key=["k"], version="v", initial_state={}, now=dt.datetime.now(dt.UTC)
+        NewRun(workflow="wf", key=["k"], version="v", initial_state={}, now=dt.datetime.now(dt.UTC))
     )
     assert created and uuid.UUID(run.id).version == 7
 

@@ -10,6 +10,7 @@ import datetime as dt
 import pytest
 
 from workflows import BadInput, queue, schedule, setup, workflow
+from workflows.core.new_run import NewRun
 from workflows.engine.runner import Runner
 from workflows.testing import afire_schedules, arun_until_idle
 
@@ -80,7 +81,7 @@ async def test_a_fire_is_idempotent_by_key__a_second_fire_of_the_same_time_finds
     spec = reg.schedules["report"]
     start = spec.run_start(reg.get("report"), row.next_fire_at)
     made = await h.store.aget_or_create_run(
-        workflow="report", key=start.key, version=start.version, initial_state={}, now=h.clock.now()
+        NewRun(workflow="report", key=start.key, version=start.version, initial_state={}, now=h.clock.now())
     )
     h.clock.set(row.next_fire_at)
     assert await sched.tick() == 1

@@ -17,6 +17,7 @@ from ..core.concurrency import check_priority
 from ..core.exceptions import BadInput, MessageTimeout, RunFinished, RunNotFound
 from ..core.jsonvalue import normalize
 from ..core.keys import validate_key
+from ..core.new_run import NewRun
 from ..core.records import TERMINAL, EventRecord, MessageRecord, OutgoingMessage, RunnerRecord, RunRecord
 from ..core.values import ActionContext
 from ..telemetry.tracing import producer_span
@@ -62,7 +63,7 @@ class WorkflowClient:
         on_conflict: str,
         debounce: float | None,
         priority: int,
-    ) -> dict[str, Any]:
+    ) -> NewRun:
         """Checked before anything is written: a bad key, option, priority or state (or a failing
         concurrency key function) changes nothing."""
         if on_conflict not in ON_CONFLICT:
@@ -82,15 +83,15 @@ class WorkflowClient:
         if state:
             initial = normalize({**initial, **state}, "initial state")
         key = validate_key(key)
-        return {
-            "workflow": self.name,
-            "key": key,
-            "priority": priority,
-            "concurrency_group": self.definition.group(self.name, key),
-            "version": self.definition.version,
-            "initial_state": initial,
-            "now": self.clock.now(),
-        }
+        return NewRun(
+            workflow=self.name,
+            key=key,
+            priority=priority,
+            concurrency_group=self.definition.group(self.name, key),
+            version=self.definition.version,
+            initial_state=initial,
+            now=self.clock.now(),
+        )
 
     def get_or_create(
         self,
@@ -112,17 +113,15 @@ class WorkflowClient:
         and replaces its `state`. `message=(queue, body)`: a run this call creates gets it as its
         first message, stored with the run (one statement on PostgreSQL), so no runner ever sees
         the run without it; a run the key already has does not get it (`handle.created` tells)."""
-        args = self.start_args(key, state, on_conflict, debounce, priority)
+        new = self.start_args(key, state, on_conflict, debounce, priority)
         first = self._first_message(message)
         with producer_span("start", self.name) as producer:
             if first is not None:  # the message carries the start's trace context, as the run does
-                args["first_message"] = dataclasses.replace(first, trace_context=producer.carrier)
+                new = new.but(first_message=dataclasses.replace(first, trace_context=producer.carrier))
             if on_conflict == "existing" and debounce is None:
-                run, created = self.store.get_or_create_run(**args, trace_context=producer.carrier)
+                run, created = self.store.get_or_create_run(new.but(trace_context=producer.carrier))
             else:
-                run, created = self.store.start_run(
-                    **args, replace=on_conflict == "replace", debounce=debounce
-                )
+                run, created = self.store.start_run(new, replace=on_conflict == "replace", debounce=debounce)
             producer.produced(run_id=run.id, created=created)
         return self._handle(run, created)
 
@@ -137,16 +136,16 @@ class WorkflowClient:
         message: tuple[str, Any] | None = None,
     ) -> RunHandle:
         await self.clock.anow()  # read the database's time now if due: start_args may not (in a loop)
-        args = self.start_args(key, state, on_conflict, debounce, priority)
+        new = self.start_args(key, state, on_conflict, debounce, priority)
         first = self._first_message(message)
         with producer_span("start", self.name) as producer:
             if first is not None:  # the message carries the start's trace context, as the run does
-                args["first_message"] = dataclasses.replace(first, trace_context=producer.carrier)
+                new = new.but(first_message=dataclasses.replace(first, trace_context=producer.carrier))
             if on_conflict == "existing" and debounce is None:
-                run, created = await self.store.aget_or_create_run(**args, trace_context=producer.carrier)
+                run, created = await self.store.aget_or_create_run(new.but(trace_context=producer.carrier))
             else:
                 run, created = await self.store.astart_run(
-                    **args, replace=on_conflict == "replace", debounce=debounce
+                    new, replace=on_conflict == "replace", debounce=debounce
                 )
             producer.produced(run_id=run.id, created=created)
         return self._handle(run, created)

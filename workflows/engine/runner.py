@@ -153,25 +153,25 @@ class Runner:
         stopping runner, or a key that already has a run takes the usual way (the run waits for a
         claim, this runner's included). `executed(run_id)` waits for the execution here."""
         client = self.registry.client(workflow, store=self.store, clock=self.clock)
-        args = client.start_args(key, state, "existing", None, priority)
+        new = client.start_args(key, state, "existing", None, priority)
         hold = (
             not self._stopping
             and workflow not in self._caps
-            and args["concurrency_group"] is None
+            and new.concurrency_group is None
             and len(self._tasks) + self._claiming < self.concurrency
         )
         held = False
         with producer_span("start", workflow) as producer:
+            new = new.but(trace_context=producer.carrier)
             if hold:
-                del args["concurrency_group"]
                 sent = self.leases.now()
                 run, created, held = await self.store.aget_or_create_held_run(
-                    owner=self.owner, lease_seconds=self.lease_seconds, **args, trace_context=producer.carrier
+                    new, owner=self.owner, lease_seconds=self.lease_seconds
                 )
                 if held:
                     self.leases.renewed([run.id], sent)
             else:
-                run, created = await self.store.aget_or_create_run(**args, trace_context=producer.carrier)
+                run, created = await self.store.aget_or_create_run(new)
             producer.produced(run_id=run.id, created=created)
         if held:
             self._tasks[run.id] = asyncio.create_task(self._execute(run), name=f"run-{run.id}")

@@ -1,8 +1,9 @@
-"""The storage interface the engine talks to, and nothing about how a store keeps its data.
+"""The storage interface the engine talks to: the synchronous methods (`StoreMethods`), their
+async twins for the engine and async callers, the store's clock and its change watch.
 
-Methods are synchronous (the Django store runs them in Django's database thread); each has an
-`a`-prefixed async twin for the engine and async callers. `DjangoStore` is the real one;
-`MemoryStore` serves fast unit tests of the engine.
+`DjangoStore` is the real store; `MemoryStore` serves fast unit tests of the engine. A twin runs its
+synchronous method where the store says (`run_sync`: Django's database thread for the Django
+store); a store may override a twin with a faster way (the Django store's event-loop paths).
 """
 
 from __future__ import annotations
@@ -10,17 +11,16 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import functools
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from ..core.clock import AnchoredClock, Clock
 from ..core.concurrency import GroupUse
 from ..core.limits import Grant, Limiter
+from ..core.new_run import NewRun
 from ..core.records import (
     NOT_EDITED,
     Audit,
-    AuditRecord,
     Commit,
     CommitResult,
     EntryRecord,
@@ -31,18 +31,13 @@ from ..core.records import (
     RunRecord,
 )
 from ..core.schedules import RunStart, ScheduleDeclaration, ScheduleRecord
+from .methods import StoreMethods
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _twin(name: str) -> Callable[..., Any]:
-    async def method(self: Store, *args: Any, **kwargs: Any) -> Any:
-        return await self.run_sync(getattr(self, name), *args, **kwargs)
-
-    method.__name__ = f"a{name}"
-    method.__doc__ = f"Async twin of `{name}`."
-    return method
-
-
-class Store(ABC):
+class Store(StoreMethods):
     # --- time ---
     def database_time(self) -> dt.datetime:
         """The store's own clock, read now: the one clock every process sharing the store decides
@@ -55,62 +50,29 @@ class Store(ABC):
         schedule fires, limiter windows), anchored to `database_time`: one per store object."""
         return AnchoredClock(self.database_time, self.adatabase_time)
 
-    # --- runs ---
-    @abstractmethod
-    def get_or_create_run(
-        self,
-        *,
-        workflow: str,
-        key: list[str],
-        version: str,
-        initial_state: dict[str, Any],
-        now: dt.datetime,
-        trace_context: dict[str, str] | None = None,
-        priority: int = 0,
-        concurrency_group: str | None = None,
-        first_message: OutgoingMessage | None = None,
-    ) -> tuple[RunRecord, bool]:
-        """The run of (workflow, key), created runnable when missing; a stable key makes starts
-        idempotent. `trace_context` (the starter's W3C carrier), `priority` and
-        `concurrency_group` are kept with a new run only. `first_message` (its queue, body and
-        trace context; no target) is stored for a new run only, in the transaction that creates
-        it, so the run is never seen without it."""
+    # --- async twins ---
+    async def run_sync(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Where a twin runs its synchronous method; this default: right here, on the loop."""
+        return fn(*args, **kwargs)
 
-    def get_or_create_held_run(
-        self,
-        *,
-        owner: str,
-        lease_seconds: float,
-        workflow: str,
-        key: list[str],
-        version: str,
-        initial_state: dict[str, Any],
-        now: dt.datetime,
-        trace_context: dict[str, str] | None = None,
-        priority: int = 0,
+    async def adatabase_time(self) -> dt.datetime:
+        return await self.run_sync(self.database_time)
+
+    async def aget_or_create_run(self, new: NewRun) -> tuple[RunRecord, bool]:
+        return await self.run_sync(self.get_or_create_run, new)
+
+    async def aget_or_create_held_run(
+        self, new: NewRun, *, owner: str, lease_seconds: float
     ) -> tuple[RunRecord, bool, bool]:
-        """`get_or_create_run` for a runner that will execute a new run itself (`Runner.start`):
-        (run, created, held). A store that can creates the run already leased to `owner` for
-        `lease_seconds`, as a claim would leave it (held True): no claim follows and no other runner
-        is woken. This default creates it runnable (held False): the runner claims it as any other.
-        Never for a run in a concurrency group (its admission is the claim's)."""
-        run, created = self.get_or_create_run(
-            workflow=workflow, key=key, version=version, initial_state=initial_state, now=now,
-            trace_context=trace_context, priority=priority,
-        )  # fmt: skip
-        return run, created, False
+        return await self.run_sync(self.get_or_create_held_run, new, owner=owner, lease_seconds=lease_seconds)
 
-    @abstractmethod
-    def get_run(self, run_id: str) -> RunRecord:
-        """Raises RunNotFound."""
+    async def aget_run(self, run_id: str) -> RunRecord:
+        return await self.run_sync(self.get_run, run_id)
 
-    @abstractmethod
-    def find_run(self, workflow: str, key: list[str]) -> RunRecord:
-        """Raises RunNotFound."""
+    async def afind_run(self, workflow: str, key: list[str]) -> RunRecord:
+        return await self.run_sync(self.find_run, workflow, key)
 
-    # --- the runner's side ---
-    @abstractmethod
-    def claim(
+    async def aclaim(
         self,
         *,
         owner: str,
@@ -120,205 +82,134 @@ class Store(ABC):
         now: dt.datetime,
         concurrency: Mapping[str, int] | None = None,
     ) -> list[RunRecord]:
-        """Take up to `limit` runnable runs of `workflows` (due, or whose lease lapsed) for `owner`,
-        higher priority first, then by due time and id. `concurrency` (workflow -> max, the
-        caller's code): a run of such a workflow with a group is taken only while fewer than max
-        runs of its group execute under a live lease, counting the ones this claim takes."""
+        return await self.run_sync(
+            self.claim,
+            owner=owner,
+            workflows=workflows,
+            limit=limit,
+            lease_seconds=lease_seconds,
+            now=now,
+            concurrency=concurrency,
+        )
 
-    @abstractmethod
-    def next_wake_at(
+    async def anext_wake_at(
         self, *, owner: str, workflows: list[str], concurrency: Mapping[str, int] | None = None
     ) -> dt.datetime | None:
-        """When the earliest run of `workflows` not held by `owner` is due (None: nothing scheduled).
-        Runs held back in a full group (per `concurrency`) do not count, at the latest once a
-        claim has seen them: their group's executing runs' lease expiries do (a slot frees then
-        at the latest; a run of the group leaving `running` notifies before)."""
+        return await self.run_sync(
+            self.next_wake_at, owner=owner, workflows=workflows, concurrency=concurrency
+        )
 
-    @abstractmethod
-    def unpark_held(self, workflows: list[str]) -> int:
-        """Put back in line every live run of `workflows` that a claim set aside in a full group
-        (due again at its due time, its place in line kept), and wake runners; returns how many.
-        A runner calls it when it starts, before its first claim: its code's `max` may have been
-        raised, or its `concurrency` removed, and runs set aside would otherwise come back only one
-        per freed slot. The next claim sets aside again those whose group is still full."""
+    async def aunpark_held(self, workflows: list[str]) -> int:
+        return await self.run_sync(self.unpark_held, workflows)
 
-    @abstractmethod
-    def concurrency_use(self, caps: Mapping[str, int], *, now: dt.datetime) -> list[GroupUse]:
-        """For the dashboard and the inspector: the groups of the workflows in `caps` that have
-        runs executing or due, with how many of each, busiest first."""
+    async def aconcurrency_use(self, caps: Mapping[str, int], *, now: dt.datetime) -> list[GroupUse]:
+        return await self.run_sync(self.concurrency_use, caps, now=now)
 
-    @abstractmethod
-    def heartbeat(
+    async def aheartbeat(
         self, *, owner: str, run_ids: list[str], lease_seconds: float, now: dt.datetime
     ) -> dict[str, bool]:
-        """Extend the leases still held; returns {run_id: cancel_requested} for those."""
+        return await self.run_sync(
+            self.heartbeat, owner=owner, run_ids=run_ids, lease_seconds=lease_seconds, now=now
+        )
 
-    @abstractmethod
-    def release(self, *, owner: str, run_ids: list[str], now: dt.datetime) -> None:
-        """Give runs back, runnable at once (a runner stopping): their cut attempts are lost,
-        as `recover_cut_attempts` records them."""
+    async def arelease(self, *, owner: str, run_ids: list[str], now: dt.datetime) -> None:
+        return await self.run_sync(self.release, owner=owner, run_ids=run_ids, now=now)
 
-    @abstractmethod
-    def recover_cut_attempts(
+    async def arecover_cut_attempts(
         self, run_id: str, *, owner: str, reason: str, lost_at: dt.datetime | None, now: dt.datetime
     ) -> None:
-        """Before a run taken over executes again: mark the events of attempts that never recorded
-        an outcome `lost` (named in a `$lost` event), and record the attempt of each step marked
-        `running` as `lost` (with `reason`), so the step's rerun is its next attempt. Raises
-        LeaseLost when `owner` does not hold the run."""
+        return await self.run_sync(
+            self.recover_cut_attempts, run_id, owner=owner, reason=reason, lost_at=lost_at, now=now
+        )
 
-    @abstractmethod
-    def load_history(self, run_id: str) -> list[EntryRecord]:
-        """Every current entry of the run, in one query."""
+    async def aload_history(self, run_id: str) -> list[EntryRecord]:
+        return await self.run_sync(self.load_history, run_id)
 
-    def load_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
-        """What a resumed execution reads first: the history and, where the store reads it in the
-        same round trip, the run's unconsumed messages, oldest first (None: not read; the
-        execution then asks `available_messages` when a wait needs them)."""
-        return self.load_history(run_id), None
+    async def aload_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
+        return await self.run_sync(self.load_resume, run_id)
 
-    @abstractmethod
-    def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
-        """Write it all in one transaction, or nothing; raises LeaseLost when `owner` lost the run."""
+    async def acommit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
+        return await self.run_sync(self.commit, run_id=run_id, owner=owner, commit=commit, now=now)
 
-    @abstractmethod
-    def available_messages(self, run_id: str, queues: list[str] | None, limit: int) -> list[MessageRecord]:
-        """Oldest unconsumed messages of the run on those queues (None: all)."""
+    async def aavailable_messages(
+        self, run_id: str, queues: list[str] | None, limit: int
+    ) -> list[MessageRecord]:
+        return await self.run_sync(self.available_messages, run_id, queues, limit)
 
-    # --- runners' presence ---
-    @abstractmethod
-    def register_runner(self, runner: RunnerRecord) -> None:
-        """Record a runner's presence (replacing any record of the same owner)."""
-
-    @abstractmethod
-    def touch_runner(self, owner: str, *, now: dt.datetime, clock_offset: float | None = None) -> bool:
-        """Its heartbeat: `last_seen = now` (and its wall clock's offset to the database's, when
-        measured). False when no record of `owner` is left (it was forgotten as dead): the runner
-        registers again."""
-
-    @abstractmethod
-    def unregister_runner(self, owner: str) -> None:
-        """Remove the runner's record (a graceful stop, or a dead runner taken over)."""
-
-    @abstractmethod
-    def list_runners(self) -> list[RunnerRecord]:
-        """Every runner record, alive or not (`RunnerRecord.alive` tells), oldest first."""
-
-    @abstractmethod
-    def forget_runners(self, *, seen_before: dt.datetime) -> int:
-        """Remove the records of runners not seen since `seen_before`; returns how many."""
-
-    @abstractmethod
-    def expire_leases(self, owner: str, *, lapsed_at: dt.datetime, now: dt.datetime) -> int:
-        """A dead runner's runs: end the leases `owner` still holds at `lapsed_at` (no later than
-        `now`), so any runner claims them at once, as it would a lapsed lease (the claim marks them
-        taken over, and their cut attempts are recorded lost). Returns how many runs."""
-
-    @abstractmethod
-    def due_elsewhere(self, workflows: list[str], *, now: dt.datetime, limit: int = 50) -> dict[str, int]:
-        """Workflows other than `workflows` with runs due now (pending, or waiting past their
-        wake time), and how many: work a runner serving `workflows` sees and cannot take."""
-
-    # --- callers' side ---
-    @abstractmethod
-    def send(
+    async def asend(
         self, message: OutgoingMessage, *, now: dt.datetime, audit: Audit | None = None
     ) -> MessageRecord:
-        """Store a message and wake its run; stored before this returns. With `audit`, an
-        operator's send (e.g. an approval), written to the audit log in the same transaction."""
+        return await self.run_sync(self.send, message, now=now, audit=audit)
 
-    @abstractmethod
-    def get_message(self, message_id: int) -> MessageRecord: ...
+    async def aget_message(self, message_id: int) -> MessageRecord:
+        return await self.run_sync(self.get_message, message_id)
 
-    @abstractmethod
-    def request_cancel(self, run_id: str, *, now: dt.datetime) -> RunRecord: ...
+    async def arequest_cancel(self, run_id: str, *, now: dt.datetime) -> RunRecord:
+        return await self.run_sync(self.request_cancel, run_id, now=now)
 
-    @abstractmethod
-    def acquire_limit(
+    async def aacquire_limit(
         self, limiter: Limiter, *, holder: str, expires_at: dt.datetime, now: dt.datetime
     ) -> Grant:
-        """Admit one attempt under `limiter` now, across every runner, or say when to ask again
-        (core.limits.decide over the limiter's uses). `holder` names the attempt; a slot whose
-        holder never releases it stops counting as held at `expires_at`."""
+        return await self.run_sync(self.acquire_limit, limiter, holder=holder, expires_at=expires_at, now=now)
 
-    @abstractmethod
-    def release_limit(self, slot: int, *, tokens: int, now: dt.datetime) -> None:
-        """The attempt holding `slot` ended; it used `tokens` (charged to tokens_per_minute)."""
+    async def arelease_limit(self, slot: int, *, tokens: int, now: dt.datetime) -> None:
+        return await self.run_sync(self.release_limit, slot, tokens=tokens, now=now)
 
-    @abstractmethod
-    def limiter_use(self, names: list[str], *, now: dt.datetime) -> dict[str, dict[str, int]]:
-        """For the dashboard: per limiter, attempts `held` now, `started` and `tokens` in the last
-        minute."""
+    async def alist_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:
+        return await self.run_sync(self.list_events, run_id, after=after, limit=limit)
 
-    @abstractmethod
-    def list_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]: ...
+    async def aregister_runner(self, runner: RunnerRecord) -> None:
+        return await self.run_sync(self.register_runner, runner)
 
-    # --- operators' repairs: each one transaction with its audit entry --------------------------------
-    @abstractmethod
-    def replay(
+    async def atouch_runner(self, owner: str, *, now: dt.datetime, clock_offset: float | None = None) -> bool:
+        return await self.run_sync(self.touch_runner, owner, now=now, clock_offset=clock_offset)
+
+    async def aunregister_runner(self, owner: str) -> None:
+        return await self.run_sync(self.unregister_runner, owner)
+
+    async def alist_runners(self) -> list[RunnerRecord]:
+        return await self.run_sync(
+            self.list_runners,
+        )
+
+    async def aforget_runners(self, *, seen_before: dt.datetime) -> int:
+        return await self.run_sync(self.forget_runners, seen_before=seen_before)
+
+    async def aexpire_leases(self, owner: str, *, lapsed_at: dt.datetime, now: dt.datetime) -> int:
+        return await self.run_sync(self.expire_leases, owner, lapsed_at=lapsed_at, now=now)
+
+    async def adue_elsewhere(
+        self, workflows: list[str], *, now: dt.datetime, limit: int = 50
+    ) -> dict[str, int]:
+        return await self.run_sync(self.due_elsewhere, workflows, now=now, limit=limit)
+
+    async def areplay(
         self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime, input: Any = NOT_EDITED
     ) -> RunRecord:
-        """Run the run again from this current entry: it and the later entries of its scope become
-        superseded history (kept, with their attempts), earlier ones stay; the run is runnable at
-        once. With `input`, the step reruns with it instead of its recorded input. RunBusy while a
-        runner holds the run; BadInput for an entry that is not current."""
+        return await self.run_sync(self.replay, run_id, entry_id, audit=audit, now=now, input=input)
 
-    @abstractmethod
-    def retry_now(self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime) -> RunRecord:
-        """Skip the rest of a step's retry backoff: its next attempt is due now."""
+    async def aretry_now(self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime) -> RunRecord:
+        return await self.run_sync(self.retry_now, run_id, entry_id, audit=audit, now=now)
 
-    @abstractmethod
-    def cancel(self, run_id: str, *, audit: Audit, now: dt.datetime) -> RunRecord:
-        """An operator's `request_cancel`, audited; BadInput when the run has already finished."""
+    async def acancel(self, run_id: str, *, audit: Audit, now: dt.datetime) -> RunRecord:
+        return await self.run_sync(self.cancel, run_id, audit=audit, now=now)
 
-    @abstractmethod
-    def audit_log(self, run_id: str) -> list[AuditRecord]:
-        """The run's audit entries, newest first."""
-
-    @abstractmethod
-    def superseded(self, run_id: str) -> list[EntryRecord]:
-        """Entries an operator's replay replaced, oldest first (kept as history)."""
-
-    # --- start options (the client's on_conflict / debounce) ---------------------------------------
-    @abstractmethod
-    def start_run(
-        self,
-        *,
-        workflow: str,
-        key: list[str],
-        version: str,
-        initial_state: dict[str, Any],
-        now: dt.datetime,
-        replace: bool = False,
-        debounce: float | None = None,
-        priority: int = 0,
-        concurrency_group: str | None = None,
-        first_message: OutgoingMessage | None = None,
+    async def astart_run(
+        self, new: NewRun, *, replace: bool = False, debounce: float | None = None
     ) -> tuple[RunRecord, bool]:
-        """`get_or_create_run` with start options, in one transaction (`first_message`: stored
-        with a run this creates; it does not move the run's start). With `debounce` (seconds),
-        a run of the key that has not started yet is pushed back to start `debounce` seconds from
-        now, its state replaced by `initial_state` (not created: False); a new run waits that long
-        too. With `replace`, an existing run of the key (that was not just debounced) is detached
-        from the key (it keeps `key`, but the key finds it no more), asked to cancel when live and
-        given a `$replaced` event naming its successor, and a new run takes the key (created: True)."""
+        return await self.run_sync(self.start_run, new, replace=replace, debounce=debounce)
 
-    # --- schedules ------------------------------------------------------------------------------------
-    @abstractmethod
-    def sync_schedules(
+    async def async_schedules(
         self, *, declared: list[ScheduleDeclaration], served: list[str], now: dt.datetime
     ) -> None:
-        """A starting runner's upsert of the schedules its code declares: a new schedule, or one
-        whose cron or timezone changed, starts at its `first_fire_at`; others keep their next fire
-        (so fires missed while runners were down are caught up as declared) and their paused flag.
-        A schedule of a workflow in `served` that is no longer declared is marked gone (kept)."""
+        return await self.run_sync(self.sync_schedules, declared=declared, served=served, now=now)
 
-    @abstractmethod
-    def list_schedules(self) -> list[ScheduleRecord]:
-        """Every schedule row, by name."""
+    async def alist_schedules(self) -> list[ScheduleRecord]:
+        return await self.run_sync(
+            self.list_schedules,
+        )
 
-    @abstractmethod
-    def fire_schedule(
+    async def afire_schedule(
         self,
         name: str,
         *,
@@ -327,65 +218,14 @@ class Store(ABC):
         next_fire_at: dt.datetime,
         now: dt.datetime,
     ) -> list[RunRecord] | None:
-        """Start a fire's runs (get-or-create by key) and move the schedule on to `next_fire_at`,
-        in one transaction, if its next fire is still `expected_next` and it is neither paused
-        nor gone; None (nothing written) when another runner fired it first."""
-
-    @abstractmethod
-    def pause_schedule(
-        self,
-        name: str,
-        *,
-        paused: bool,
-        actor: str,
-        reason: str,
-        next_fire_at: dt.datetime | None,
-        now: dt.datetime,
-    ) -> ScheduleRecord:
-        """Pause or resume a schedule (an operator's action). A resume sets its next fire to
-        `next_fire_at`: fire times passed while it was paused are not caught up. BadInput for an
-        unknown schedule."""
-
-    # --- async twins ---
-    async def run_sync(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **kwargs)
-
-    adatabase_time = _twin("database_time")
-    aget_or_create_run = _twin("get_or_create_run")
-    aget_or_create_held_run = _twin("get_or_create_held_run")
-    aget_run = _twin("get_run")
-    afind_run = _twin("find_run")
-    aclaim = _twin("claim")
-    anext_wake_at = _twin("next_wake_at")
-    aunpark_held = _twin("unpark_held")
-    aconcurrency_use = _twin("concurrency_use")
-    aheartbeat = _twin("heartbeat")
-    arelease = _twin("release")
-    arecover_cut_attempts = _twin("recover_cut_attempts")
-    aload_history = _twin("load_history")
-    aload_resume = _twin("load_resume")
-    acommit = _twin("commit")
-    aavailable_messages = _twin("available_messages")
-    asend = _twin("send")
-    aget_message = _twin("get_message")
-    arequest_cancel = _twin("request_cancel")
-    aacquire_limit = _twin("acquire_limit")
-    arelease_limit = _twin("release_limit")
-    alist_events = _twin("list_events")
-    aregister_runner = _twin("register_runner")
-    atouch_runner = _twin("touch_runner")
-    aunregister_runner = _twin("unregister_runner")
-    alist_runners = _twin("list_runners")
-    aforget_runners = _twin("forget_runners")
-    aexpire_leases = _twin("expire_leases")
-    adue_elsewhere = _twin("due_elsewhere")
-    areplay = _twin("replay")
-    aretry_now = _twin("retry_now")
-    acancel = _twin("cancel")
-    astart_run = _twin("start_run")
-    async_schedules = _twin("sync_schedules")
-    alist_schedules = _twin("list_schedules")
-    afire_schedule = _twin("fire_schedule")
+        return await self.run_sync(
+            self.fire_schedule,
+            name,
+            expected_next=expected_next,
+            starts=starts,
+            next_fire_at=next_fire_at,
+            now=now,
+        )
 
     # --- change notification ---
     async def watch(self, wake: Callable[[], None]) -> None:

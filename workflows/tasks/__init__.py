@@ -264,17 +264,14 @@ def _create_run(
     """The task's run, as `DjangoStore.get_or_create_run` starts one, less its look-up of an
     existing run: a new result id (a uuid4) names none. On the caller's connection: inside the
     caller's transaction, if any."""
-    from ..storage.django.writes import start_run
+    from ..core.new_run import NewRun
+    from ..storage.django.starts import start_run
 
-    start_run(
-        WORKFLOW,
-        [result_id],
-        task_workflow.version,
-        spec,
-        now,
-        trace_context,
-        priority=spec.get("priority", 0),
-    )
+    new = NewRun(
+        workflow=WORKFLOW, key=[result_id], version=task_workflow.version, initial_state=spec,
+        now=now, trace_context=trace_context, priority=spec.get("priority", 0),
+    )  # fmt: skip
+    start_run(new)
 
 
 def _check_importable(task: Task) -> None:

@@ -1,13 +1,13 @@
 """A runner's step commits sent from its event loop on psycopg's async connection.
 
-Every step ends in one commit statement (`writes.one_statement`). Through a database thread it
+Every step ends in one commit statement (`commit_statement.one_statement`). Through a database thread it
 costs a hop to the thread and back and Django's cursor layers on top of the round trip; sent from
 the event loop on a psycopg `AsyncConnection` of the store's own, it costs the round trip alone
 (`bench/hot_path.py` measures both). The rest of the store (claims, reads, the commits that need
 several statements) stays on the database threads.
 
 Group commit comes with it. One statement is in flight at a time; the commits made ready
-meanwhile queue, and the next statement takes them all (up to MAX_BATCH; `writes.group_statement`,
+meanwhile queue, and the next statement takes them all (up to MAX_BATCH; `commit_statement.group_statement`,
 each run's writes fenced by its own lease): one round trip, one transaction, one WAL flush. Nothing
 waits to fill a batch: a lone commit goes out at the end of the loop's turn. A run's end or
 suspension (a transition) goes alone: it may free a concurrency-group slot, and two unparks of
@@ -35,7 +35,7 @@ from typing import Any
 
 from ...core.exceptions import StoreUnavailable
 from ...core.records import Commit, CommitResult
-from . import writes
+from . import commit_statement
 from .group_commit import settle
 from .loop_connection import LoopConnection
 from .reconnect import RACE_RETRIES, lost_a_race, race_backoff
@@ -47,7 +47,7 @@ MAX_BATCH = 32  # commits per statement: bounds its size (about 30 parameters ea
 
 @dataclass
 class _Queued:
-    pending: writes.Pending
+    pending: commit_statement.Pending
     future: asyncio.Future[CommitResult]
 
 
@@ -58,7 +58,7 @@ class AsyncCommits:
         self,
         *,
         connect: Callable[[], Awaitable[Any]],
-        alone: Callable[[writes.Pending], Awaitable[CommitResult]],
+        alone: Callable[[commit_statement.Pending], Awaitable[CommitResult]],
         group: bool = True,
     ) -> None:
         self.connection = LoopConnection(connect)  # `DjangoStore._loop_connection` opens it
@@ -73,7 +73,7 @@ class AsyncCommits:
         self.races_lost = 0  # statements PostgreSQL failed to break a deadlock, sent again
 
     def accepts(self, commit: Commit) -> bool:
-        return writes.fits_one_statement(commit)
+        return commit_statement.fits_one_statement(commit)
 
     async def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
         if self._closed:
@@ -129,9 +129,9 @@ class AsyncCommits:
         pending = [queued.pending for queued in batch]
         try:
             if len(pending) == 1:
-                text, params = writes.one_statement(*pending[0])
+                text, params = commit_statement.one_statement(*pending[0])
             else:
-                text, params, order = writes.group_statement(pending)
+                text, params, order = commit_statement.group_statement(pending)
             conn = await self.connection.get()
             self.statements += 1
             self.commits += len(batch)
@@ -144,8 +144,8 @@ class AsyncCommits:
             # was written; each alone through the thread path, so its own error is its own (Django's)
             return [await self._write_alone(p) for p in pending]
         if len(pending) == 1:
-            return [writes.outcome(*pending[0][:3], row)]
-        return list(writes.group_outcomes(pending, order, row))
+            return [commit_statement.outcome(*pending[0][:3], row)]
+        return list(commit_statement.group_outcomes(pending, order, row))
 
     async def _execute(self, conn: Any, text: str, params: list[Any]) -> Any:
         """The statement's row; sent again when PostgreSQL failed it to break a deadlock (it was
@@ -163,7 +163,7 @@ class AsyncCommits:
                 await asyncio.sleep(race_backoff(attempt))
         raise AssertionError("unreachable")
 
-    async def _write_alone(self, pending: writes.Pending) -> CommitResult | BaseException:
+    async def _write_alone(self, pending: commit_statement.Pending) -> CommitResult | BaseException:
         try:
             return await self._alone(pending)
         except Exception as exc:  # LeaseLost, StoreUnavailable, a constraint: the waiter's to raise

@@ -1,5 +1,5 @@
 """Group commit through the database threads: step commits of several runs that are ready at the
-same moment go to PostgreSQL as one statement (`writes.commit_group`): one round trip, one
+same moment go to PostgreSQL as one statement (`commit_statement.commit_group`): one round trip, one
 transaction, one WAL flush, each run's writes still fenced by its own lease. This is the path with
 WORKFLOWS["ASYNC_COMMITS"] off; by default a runner sends its step commits from its event loop
 (`async_commits`), which groups them in its own way.
@@ -34,14 +34,14 @@ from django.db import InterfaceError, OperationalError
 
 from ...core.exceptions import StoreUnavailable
 from ...core.records import Commit, CommitResult
-from . import writes
+from . import commit_statement
 from .reconnect import lost_a_race, reconnecting, unavailable
 
 MAX_BATCH = 32  # commits per statement: bounds its size (about 30 parameters each)
 
 
 def groupable(commit: Commit) -> bool:
-    return commit.transition is None and writes.fits_one_statement(commit)
+    return commit.transition is None and commit_statement.fits_one_statement(commit)
 
 
 @dataclass
@@ -147,7 +147,7 @@ class GroupCommits:
 
     def _write_together(self, batch: list[_Queued]) -> list[CommitResult | BaseException]:
         try:
-            return list(writes.commit_group([(q.run_id, q.owner, q.commit, q.now) for q in batch]))
+            return list(commit_statement.commit_group([(q.run_id, q.owner, q.commit, q.now) for q in batch]))
         except (OperationalError, InterfaceError) as exc:
             if lost_a_race(exc):  # failed to break a deadlock: rolled back whole; each alone
                 return [self._write_alone(queued) for queued in batch]  # (sent again if need be)

@@ -1,7 +1,7 @@
 """A runner's claims, resumed runs' reads, run starts and run reads sent from its event loop, on
 a connection of their own (`loop_connection`; step commits have another, so a claim never waits
 behind a commit). A claim's pipeline also reads the history and messages of the runs it took that
-ran before (`sql.CLAIMED_HISTORY`), so a run woken by a message pays one such call before its
+ran before (`statements.postgres.CLAIMED_HISTORY`), so a run woken by a message pays one such call before its
 first step; through a database thread each call costs a hop to the thread and back on top of its
 round trip (`bench/send_path.py` shows the phases).
 

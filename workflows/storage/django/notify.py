@@ -13,7 +13,8 @@ from typing import Any
 from django.db import connection
 
 from ...core.exceptions import StoreUnavailable
-from . import sql
+from . import values
+from .statements import postgres
 
 logger = logging.getLogger(__name__)
 
@@ -26,8 +27,8 @@ RunSync = Callable[..., Awaitable[Any]]
 
 def notify(cursor: Any) -> None:
     """Inside the writing transaction: PostgreSQL delivers the NOTIFY when it commits."""
-    if sql.pg():
-        cursor.execute(sql.NOTIFY, [NOTIFY_CHANNEL])
+    if values.pg():
+        cursor.execute(postgres.NOTIFY, [NOTIFY_CHANNEL])
 
 
 def notify_now() -> None:
@@ -38,7 +39,7 @@ def notify_now() -> None:
 async def watch(run_sync: RunSync, wake: Callable[[], None]) -> None:
     """Call `wake()` whenever another process may have made work runnable; runs until cancelled.
     `run_sync` runs a function in the store's database thread."""
-    if await run_sync(sql.pg):
+    if await run_sync(values.pg):
         await _listen(run_sync, wake)
     else:
         await _poll_data_version(run_sync, wake)

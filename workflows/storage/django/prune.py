@@ -31,31 +31,23 @@ from django.utils import timezone
 
 from ...core.retention import PRUNABLE, Retention
 from .rows import timestamp
-from .sql import t
+from .statements.postgres import PRUNE_LOCK, PRUNE_UNLOCK
+from .statements.shared import (
+    PRUNE_AUDITED,
+    PRUNE_COUNTS,
+    PRUNE_DELETES,
+    PRUNE_DUE,
+    PRUNE_DUE_RUN_IDS,
+    PRUNE_DUE_RUNS,
+    PRUNE_RUNS,
+)
+from .values import t
 
 logger = logging.getLogger(__name__)
 
 LOCK_KEY = 0x77665F7072756E65  # "wf_prune": the advisory lock one pruner holds on PostgreSQL
 
-# Children first, each given the batch's run ids; the table's name is what the report counts.
-_DELETES: tuple[tuple[str, str], ...] = (
-    (
-        "workflows_attempt",
-        "DELETE FROM workflows_attempt WHERE entry_id IN"
-        " (SELECT id FROM workflows_entry WHERE run_id IN ({ids}))",
-    ),
-    ("workflows_message", "DELETE FROM workflows_message WHERE run_id IN ({ids})"),
-    (
-        "",  # a message is consumed by an entry of its own run; never leave a dangling reference
-        "UPDATE workflows_message SET consumed_by_id = NULL WHERE consumed_by_id IN"
-        " (SELECT id FROM workflows_entry WHERE run_id IN ({ids}))",
-    ),
-    ("workflows_event", "DELETE FROM workflows_event WHERE run_id IN ({ids})"),
-    ("workflows_auditentry", "DELETE FROM workflows_auditentry WHERE run_id IN ({ids})"),
-    ("workflows_entry", "DELETE FROM workflows_entry WHERE run_id IN ({ids})"),
-    ("workflows_run", "DELETE FROM workflows_run WHERE id IN ({ids})"),
-)
-TABLES = tuple(table for table, _ in _DELETES if table)
+TABLES = tuple(table for table, _ in PRUNE_DELETES if table)
 
 
 @dataclass
@@ -131,7 +123,7 @@ def prune(
                     if not ids:
                         break
                     marks = ", ".join(["%s"] * len(ids))
-                    for table, statement in _DELETES:
+                    for table, statement in PRUNE_DELETES:
                         cursor.execute(statement.format(ids=marks), ids)
                         if table:
                             report.rows[table] = report.rows.get(table, 0) + max(cursor.rowcount, 0)
@@ -186,46 +178,33 @@ def _due_query(
         return None
     where, params = _due_where(retention, status, cutoff, now)
     lock = " FOR UPDATE OF r SKIP LOCKED" if on_pg else ""
-    return f"SELECT r.id FROM workflows_run r WHERE {where} ORDER BY r.created_at LIMIT %s{lock}", [
-        *params,
-        limit,
-    ]
+    return PRUNE_DUE_RUN_IDS.format(where=where, lock=lock), [*params, limit]
 
 
 def _due_where(
     retention: Retention, status: str, cutoff: dt.datetime, now: dt.datetime
 ) -> tuple[str, list[Any]]:
-    where = "r.status = %s AND r.created_at < %s AND r.finished_at < %s"
+    where = PRUNE_DUE
     params: list[Any] = [status, t(cutoff), t(cutoff)]
     audit_cutoff = retention.audit_cutoff(now)
-    audited = "SELECT 1 FROM workflows_auditentry a WHERE a.run_id = r.id"
     if audit_cutoff is None:
-        where += f" AND NOT EXISTS ({audited})"
+        where += f" AND NOT EXISTS ({PRUNE_AUDITED})"
     else:
-        where += f" AND NOT EXISTS ({audited} AND a.created_at >= %s)"
+        where += f" AND NOT EXISTS ({PRUNE_AUDITED} AND a.created_at >= %s)"
         params.append(t(audit_cutoff))
     return where, params
 
 
 def _count(retention: Retention, now: dt.datetime, report: PruneReport, using: str) -> None:
     """A dry run: how many runs of each status, and rows of each table, a prune would delete."""
-    children = {
-        "workflows_attempt": "SELECT COUNT(*) FROM workflows_attempt WHERE entry_id IN"
-        " (SELECT id FROM workflows_entry WHERE run_id IN ({runs}))",
-        "workflows_message": "SELECT COUNT(*) FROM workflows_message WHERE run_id IN ({runs})",
-        "workflows_event": "SELECT COUNT(*) FROM workflows_event WHERE run_id IN ({runs})",
-        "workflows_auditentry": "SELECT COUNT(*) FROM workflows_auditentry WHERE run_id IN ({runs})",
-        "workflows_entry": "SELECT COUNT(*) FROM workflows_entry WHERE run_id IN ({runs})",
-        "workflows_run": "SELECT COUNT(*) FROM workflows_run WHERE id IN ({runs})",
-    }
     with connections[using].cursor() as cursor:
         for status in PRUNABLE:
             cutoff = retention.cutoff(status, now)
             if cutoff is None:
                 continue
             where, params = _due_where(retention, status, cutoff, now)
-            runs = f"SELECT r.id FROM workflows_run r WHERE {where}"
-            for table, statement in children.items():
+            runs = PRUNE_RUNS.format(where=where)
+            for table, statement in PRUNE_COUNTS.items():
                 cursor.execute(statement.format(runs=runs), params)
                 count = cursor.fetchone()[0]
                 report.rows[table] = report.rows.get(table, 0) + count
@@ -238,7 +217,7 @@ def _lock(using: str) -> bool:
     if connection.vendor != "postgresql":
         return True
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_KEY])
+        cursor.execute(PRUNE_LOCK, [LOCK_KEY])
         return bool(cursor.fetchone()[0])
 
 
@@ -247,7 +226,7 @@ def _unlock(using: str, locked: bool) -> None:
     if locked and connection.vendor == "postgresql" and connection.connection is not None:
         # A connection that broke took its session lock with it: nothing to release then.
         with contextlib.suppress(DatabaseError), connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
+            cursor.execute(PRUNE_UNLOCK, [LOCK_KEY])
 
 
 def due_runs(
@@ -263,10 +242,6 @@ def due_runs(
             if cutoff is None or len(rows) >= limit:
                 continue
             where, params = _due_where(retention, status, cutoff, now)
-            cursor.execute(
-                "SELECT r.id, r.workflow, r.status, r.finished_at FROM workflows_run r"
-                f" WHERE {where} ORDER BY r.created_at LIMIT %s",
-                [*params, limit - len(rows)],
-            )
+            cursor.execute(PRUNE_DUE_RUNS.format(where=where), [*params, limit - len(rows)])
             rows += [(row[0], row[1], row[2], timestamp(row[3])) for row in cursor.fetchall()]
     return rows

@@ -14,10 +14,11 @@ from django.db import IntegrityError, transaction
 
 from ...core.exceptions import BadInput
 from ...core.keys import key_identity
-from ...core.records import TERMINAL, OutgoingMessage, RunRecord, RunStatus
+from ...core.new_run import NewRun
+from ...core.records import TERMINAL, RunRecord, RunStatus
 from ...core.schedules import LAST_RUNS, REPLACED_EVENT, RunStart, ScheduleDeclaration, ScheduleRecord
 from ...models import Event, Run, Schedule
-from . import sql, writes
+from . import starts, values
 from .notify import notify_now
 from .rows import run_record
 
@@ -45,25 +46,11 @@ class DjangoSchedules:
     # --- start options ----------------------------------------------------------------------------
 
     def start_run(
-        self,
-        *,
-        workflow: str,
-        key: list[str],
-        version: str,
-        initial_state: dict[str, Any],
-        now: dt.datetime,
-        replace: bool = False,
-        debounce: float | None = None,
-        priority: int = 0,
-        concurrency_group: str | None = None,
-        first_message: OutgoingMessage | None = None,
+        self, new: NewRun, *, replace: bool = False, debounce: float | None = None
     ) -> tuple[RunRecord, bool]:
-        new_run: dict[str, Any] = {"priority": priority, "concurrency_group": concurrency_group}
         for attempt in range(CONFLICT_RETRIES):
             try:
-                return _start_run(
-                    workflow, key, version, initial_state, now, replace, debounce, new_run, first_message
-                )
+                return _start_run(new, replace, debounce)
             except IntegrityError:  # another start created the key meanwhile: go again
                 if attempt == CONFLICT_RETRIES - 1:
                     raise
@@ -95,22 +82,14 @@ class DjangoSchedules:
     ) -> list[RunRecord] | None:
         with transaction.atomic():
             row = (
-                Schedule.objects.select_for_update(skip_locked=sql.pg())  # a runner firing it: skip
+                Schedule.objects.select_for_update(skip_locked=values.pg())  # a runner firing it: skip
                 .filter(name=name, next_fire_at=expected_next, paused=False, gone=False)
                 .first()
             )
             if row is None:
                 return None
             runs = [
-                self.get_or_create_run(  # type: ignore[attr-defined]
-                    workflow=s.workflow,
-                    key=s.key,
-                    version=s.version,
-                    initial_state=s.initial_state,
-                    now=now,
-                    priority=s.priority,
-                    concurrency_group=s.concurrency_group,
-                )[0]
+                self.get_or_create_run(NewRun.of_fire(s, now))[0]  # type: ignore[attr-defined]
                 for s in starts
             ]
             fired = [
@@ -150,23 +129,14 @@ class DjangoSchedules:
         return schedule_record(row)
 
 
-def _start_run(
-    workflow: str,
-    key: list[str],
-    version: str,
-    initial_state: dict[str, Any],
-    now: dt.datetime,
-    replace: bool,
-    debounce: float | None,
-    new_run: dict[str, Any],
-    first_message: OutgoingMessage | None,
-) -> tuple[RunRecord, bool]:
-    key_text, key_hash = key_identity(key)
+def _start_run(new: NewRun, replace: bool, debounce: float | None) -> tuple[RunRecord, bool]:
+    now = new.now
+    key_text, key_hash = key_identity(new.key)
     wake = now + dt.timedelta(seconds=debounce or 0)
     with transaction.atomic():
-        old = Run.objects.select_for_update().filter(workflow=workflow, key_hash=key_hash).first()
+        old = Run.objects.select_for_update().filter(workflow=new.workflow, key_hash=key_hash).first()
         if old is not None and debounce is not None and _not_started(old):
-            old.wake_at, old.state = wake, initial_state  # pushed back, with the latest input
+            old.wake_at, old.state = wake, new.initial_state  # pushed back, with the latest input
             old.save(update_fields=["wake_at", "state", *old.touch(now)])
             return run_record(old), False
         if old is not None and not replace:
@@ -181,16 +151,16 @@ def _start_run(
                     old.wake_at = now
                     fields.append("wake_at")
             old.save(update_fields=fields)
-        new = writes.create_run(workflow, key, version, initial_state, now, **new_run)
-        if first_message is not None:
-            writes.insert_first_message(str(new.id), first_message, now)
+        made = starts.create_run(new.but(first_message=None, parent_id=None, parent_queue=None))
+        if new.first_message is not None:
+            starts.insert_first_message(str(made.id), new.first_message, now)
         if wake != now:
-            new.wake_at = wake
-            new.save(update_fields=["wake_at"])
+            made.wake_at = wake
+            made.save(update_fields=["wake_at"])
         if old is not None:
-            Event.objects.create(run=old, name=REPLACED_EVENT, payload={"by": str(new.id)}, created_at=now)
+            Event.objects.create(run=old, name=REPLACED_EVENT, payload={"by": str(made.id)}, created_at=now)
         notify_now()
-    return run_record(new), True
+    return run_record(made), True
 
 
 def _not_started(run: Run) -> bool:

@@ -53,7 +53,7 @@ from django.db import connection
 
 from ...core.exceptions import LeaseLost, StoreUnavailable
 from ...core.records import Commit, CommitResult
-from . import writes
+from . import commit_statement, writes
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class SqliteLoopCommits:
         *,
         params: Callable[[], Awaitable[LoopParams | None]],
         thread_idle: Callable[[], bool],
-        alone: Callable[[writes.Pending], Awaitable[CommitResult]],
+        alone: Callable[[commit_statement.Pending], Awaitable[CommitResult]],
         checkpoint: Callable[[], None],
     ) -> None:
         self._params = params  # `loop_params`, read in the database thread

@@ -1,6 +1,6 @@
 """A commit of the engine as SQL: everything in one transaction behind the run's fence.
 
-Two ways to send it, one set of statements (`sql`): PostgreSQL sends the common commit (one
+Two ways to send it, one set of statements (`statements`): PostgreSQL sends the common commit (one
 entry and its attempt, state, events, a transition) as ONE statement of data-modifying CTEs that
 all hang off the fenced run update, so a lost lease writes nothing; every other commit, and every
 commit on SQLite, runs the same statements one by one inside `transaction.atomic()`.
@@ -9,235 +9,37 @@ commit on SQLite, runs the same statements one by one inside `transaction.atomic
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 
-from ...core.exceptions import ChildConflict, LeaseLost, RunFinished, RunNotFound
-from ...core.ids import new_run_id
-from ...core.keys import key_identity, quoted
+from ...core.exceptions import LeaseLost
 from ...core.records import (
-    LIVE,
     LOST_EVENTS,
-    TERMINAL,
-    AttemptWrite,
-    ChildStart,
     Commit,
     CommitResult,
     EntryKind,
     EntryStatus,
-    EntryWrite,
-    MessageRecord,
     Outcome,
-    OutgoingMessage,
-    RunRecord,
     RunStatus,
     lost_attempt_error,
     lost_events_payload,
 )
 from ...models import Attempt, Entry, Run
-from . import sql
-from .notify import NOTIFY_CHANNEL, notify, notify_now
+from . import statements, values
+from .commit_statement import commit_one_statement, fits_one_statement, stored_attempt
+from .messages import insert_message
+from .notify import notify
 from .prepared import hot_cursor
+from .starts import start_child
+from .statements import shared
 
 
 def commit(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
-    on_pg = sql.pg()
+    on_pg = values.pg()
     if on_pg and fits_one_statement(commit):
-        return _commit_one_statement(run_id, owner, commit, now)
+        return commit_one_statement(run_id, owner, commit, now)
     return _commit_statements(run_id, owner, commit, now, on_pg)
-
-
-def fits_one_statement(commit: Commit) -> bool:
-    """The commits the one-statement path handles: at most one entry and its attempt (a wait's
-    entry may consume messages, and complete them all when none is answered later), state, events
-    and a transition that needs no message check."""
-    if commit.messages or commit.children or commit.prune or len(commit.entries) > 1:
-        return False
-    consumes = set(commit.entries[0][0].consumes) if commit.entries else set()
-    if commit.complete and ({mid for mid, _r in commit.complete} != consumes or _answered(commit)):
-        return False
-    transition = commit.transition
-    return transition is None or transition.status != RunStatus.WAITING or transition.wait_queues is None
-
-
-def _commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
-    text, params = one_statement(run_id, owner, commit, now)
-    with hot_cursor() as cursor:
-        cursor.execute(text, params)
-        row = cursor.fetchone()
-    result = outcome(run_id, owner, commit, row)
-    if isinstance(result, LeaseLost):
-        raise result
-    return result
-
-
-Pending = tuple[str, str, Commit, dt.datetime]  # run id, owner, commit, now
-
-
-def one_statement(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> tuple[str, list[Any]]:
-    """A commit of the one-statement kind (`fits_one_statement`) as one statement and its parameters."""
-    ctes, params, selects = _statement_parts(run_id, owner, commit, now)
-    return f"WITH {', '.join(ctes)} SELECT {', '.join(selects)}", params
-
-
-def commit_group(commits: list[Pending]) -> list[CommitResult | LeaseLost]:
-    """Several runs' commits, each of the one-statement kind (`fits_one_statement`), as ONE
-    statement (`group_statement`): one round trip, one transaction, one WAL flush. A lost lease
-    loses that commit only (its LeaseLost is returned, not raised). Any error (a constraint, a
-    deadlock) rolls the whole statement back: nothing of it was written."""
-    text, params, order = group_statement(commits)
-    with hot_cursor() as cursor:
-        cursor.execute(text, params)
-        row = cursor.fetchone()
-    return group_outcomes(commits, order, row)
-
-
-def group_statement(commits: list[Pending]) -> tuple[str, list[Any], list[int]]:
-    """The commits as one statement, its parameters, and the order their parts go in. Each run's
-    CTEs hang off its own fenced run update. In order of shape, so that batches of the same shapes
-    are the same text (one prepared statement each) whatever order their commits came in: a busy
-    runner repeats a few shapes."""
-    order = sorted(range(len(commits)), key=lambda i: _shape(commits[i][2]))
-    ctes: list[str] = []
-    params: list[Any] = []
-    selects: list[str] = []
-    for n, i in enumerate(order):
-        run_id, owner, commit, now = commits[i]
-        more_ctes, more_params, more_selects = _statement_parts(run_id, owner, commit, now, str(n))
-        ctes += more_ctes
-        params += more_params
-        selects += more_selects
-    return f"WITH {', '.join(ctes)} SELECT {', '.join(selects)}", params, order
-
-
-def group_outcomes(commits: list[Pending], order: list[int], row: Any) -> list[CommitResult | LeaseLost]:
-    """Each commit's outcome, in the order the commits were given, from the group statement's row."""
-    outcomes: list[CommitResult | LeaseLost] = [LeaseLost("not written")] * len(commits)
-    for n, i in enumerate(order):
-        run_id, owner, commit, _now = commits[i]
-        outcomes[i] = outcome(run_id, owner, commit, row[3 * n : 3 * n + 3])
-    return outcomes
-
-
-def stored_attempt(write: EntryWrite, attempt: AttemptWrite | None) -> AttemptWrite | None:
-    """The attempt row a commit writes: none for a step that succeeded at its first attempt in a
-    new entry, which says all of it (number 1, ok, the entry's start and end: `Entry.attempt_history`
-    gives it back). Most steps are that: it saves a row, two index insertions and a foreign-key
-    check per step, about a third of a step's WAL (`bench/side_by_side.py` prints it by table)."""
-    if (
-        attempt is not None
-        and write.id is None
-        and write.kind == EntryKind.STEP
-        and write.status == EntryStatus.COMPLETED
-        and write.attempts == 1
-        and attempt.number == 1
-        and attempt.outcome == Outcome.OK
-        and attempt.error is None
-        and attempt.delay is None
-        and attempt.retry_at is None
-        and attempt.started_at == write.started_at
-        and attempt.finished_at == write.finished_at
-    ):
-        return None
-    return attempt
-
-
-def _shape(commit: Commit) -> tuple[Any, ...]:
-    """What decides the text of a commit's part of a statement (see `_statement_parts`)."""
-    write, attempt = commit.entries[0] if commit.entries else (None, None)
-    attempt = stored_attempt(write, attempt) if write is not None else attempt
-    return (
-        commit.state is not None,
-        write is None,
-        write is not None and write.id is not None,
-        attempt is not None,
-        len(write.consumes) if write is not None else 0,
-        bool(commit.complete),
-        len(sql.event_rows(commit)),
-        commit.transition is not None and commit.transition.status in TERMINAL,
-        commit.transition is not None,
-    )
-
-
-def outcome(run_id: str, owner: str, commit: Commit, row: Any) -> CommitResult | LeaseLost:
-    """What a statement's row (or its slice of a group's) says of a commit: LeaseLost returned, not raised."""
-    cancel_requested, entry_id, _notified = row
-    if cancel_requested is None:
-        return LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
-    return CommitResult(
-        entry_ids=[entry_id] if commit.entries else [], cancel_requested=bool(cancel_requested)
-    )
-
-
-def _statement_parts(
-    run_id: str, owner: str, commit: Commit, now: dt.datetime, n: str = ""
-) -> tuple[list[str], list[Any], list[str]]:
-    """The CTEs of one run's commit (named r{n}, e{n}, ...: several commits can share a
-    statement), their parameters in order, and the three values the statement selects for it:
-    whether a cancel was requested (NULL: the fence matched nothing), the entry id, and a count
-    that makes PostgreSQL evaluate the slot-freeing NOTIFY."""
-    r, e = f"r{n}", f"e{n}"
-    rid = sql.rid(run_id)
-    sets, params = sql.run_update(commit, now, on_pg=True)
-    where, fence_params = sql.fence(rid, owner, commit)
-    params += fence_params
-    consumes = commit.entries[0][0].consumes if commit.entries else []
-    if consumes:  # every message the wait took is still there to take, or nothing is written
-        where += f" AND ({sql.COUNT_CONSUMABLE.format(ids=sql.marks(len(consumes)))}) = %s"
-        params += [rid, *consumes, len(consumes)]
-    ctes = [
-        f"{r} AS (UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group)"
-    ]
-    entry_select = "NULL::bigint"
-    if commit.entries:
-        [(write, attempt)] = commit.entries
-        attempt = stored_attempt(write, attempt)
-        if write.id is None:
-            statement, entry_params = sql.insert_entry(rid, write, on_pg=True, after=r)
-        else:
-            statement, entry_params = sql.update_entry(write, on_pg=True, after=r)
-        ctes.append(f"{e} AS ({statement})")
-        params += entry_params
-        entry_select = f"(SELECT id FROM {e})"
-        if attempt is not None:
-            statement, attempt_params = sql.insert_attempt(attempt, e, on_pg=True)
-            ctes.append(f"a{n} AS ({statement} RETURNING id)")
-            params += attempt_params
-        if consumes:  # by the entry just written; completed too when the wait answers none
-            complete = bool(commit.complete)
-            statement = sql.CONSUME_MESSAGES.format(
-                by=f"(SELECT id FROM {e})",
-                complete=", completed_at = COALESCE(completed_at, %s::timestamptz)" if complete else "",
-                ids=sql.marks(len(consumes)),
-                guard=f" AND EXISTS (SELECT 1 FROM {e})",
-            )
-            ctes.append(f"c{n} AS ({statement} RETURNING id)")
-            params += [sql.t(now), *([sql.t(now)] if complete else []), rid, *consumes]
-    events = sql.event_rows(commit)
-    if events:
-        rows = ", ".join([sql.EVENT_ROW_AFTER] * len(events))
-        ctes.append(f"v{n} AS ({sql.INSERT_EVENTS_AFTER.format(rows=rows, after=r)} RETURNING id)")
-        params += [rid, sql.t(now)]
-        for name, payload, scope, step, number in events:
-            params += [name, sql.j(payload), scope, step, number]
-    slot_freed = "NULL"
-    if commit.transition is not None:  # a grouped run leaving `running` frees its group's slot:
-        # the first run set aside in the group is due again, and runners waiting for a slot look
-        ctes.append(
-            f"n{n} AS (SELECT pg_notify(%s, '')::text AS sent FROM {r} WHERE {r}.concurrency_group IS NOT NULL)"
-        )
-        params.append(NOTIFY_CHANNEL)
-        statement, unpark_params = sql.unpark(after=r)
-        ctes.append(f"u{n} AS ({statement} RETURNING id)")
-        params += unpark_params
-        slot_freed = f"(SELECT COUNT(*) FROM n{n})"
-    return ctes, params, [f"(SELECT cancel_requested FROM {r})", entry_select, slot_freed]
-
-
-def _answered(commit: Commit) -> bool:
-    return any(response is not None for _mid, response in commit.complete)
 
 
 def _commit_statements(
@@ -253,15 +55,12 @@ def write_commit(
     """A commit as statements on `cursor`, inside the caller's transaction: Django's, or on SQLite
     the runner's loop connection (`sqlite_loop`), which takes only commits with no messages and no
     child starts (they go through the ORM, on Django's connection)."""
-    rid = sql.rid(run_id)
+    rid = values.rid(run_id)
     # The fence first: it also locks the run row, so a sender racing with a suspension either
     # lands before it (and is seen) or wakes it after.
-    sets, params = sql.run_update(commit, now, on_pg)
-    where, fence_params = sql.fence(rid, owner, commit)
-    cursor.execute(
-        f"UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group",
-        params + fence_params,
-    )
+    sets, params = shared.run_update(commit, now, on_pg)
+    where, fence_params = shared.fence(rid, owner, commit)
+    cursor.execute(shared.FENCED_RUN_UPDATE.format(sets=sets, where=where), params + fence_params)
     fenced = cursor.fetchone()
     if fenced is None:
         raise LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
@@ -272,7 +71,7 @@ def write_commit(
     entry_ids = []
     for write, attempt in commit.entries:
         statement, entry_params = (
-            sql.insert_entry(rid, write, on_pg) if write.id is None else sql.update_entry(write, on_pg)
+            shared.insert_entry(rid, write, on_pg) if write.id is None else shared.update_entry(write, on_pg)
         )
         cursor.execute(statement, entry_params)
         row = cursor.fetchone()
@@ -282,18 +81,18 @@ def write_commit(
         entry_ids.append(entry_id)
         attempt = stored_attempt(write, attempt)
         if attempt is not None:
-            cursor.execute(*sql.insert_attempt(attempt, entry_id, on_pg))
+            cursor.execute(*shared.insert_attempt(attempt, entry_id, on_pg))
         if write.consumes:
             _consume(cursor, rid, entry_id, write.consumes, auto_completed, now)
     for scope in commit.prune:
-        for statement in (sql.PRUNE_ATTEMPTS, sql.PRUNE_CONSUMERS, sql.PRUNE_ENTRIES):
-            cursor.execute(statement, sql.scope_params(run_id, scope))
-    insert_events(cursor, rid, sql.event_rows(commit), now)
+        for statement in (shared.PRUNE_ATTEMPTS, shared.PRUNE_CONSUMERS, shared.PRUNE_ENTRIES):
+            cursor.execute(statement, shared.scope_params(run_id, scope))
+    insert_events(cursor, rid, shared.event_rows(commit), now)
     consumed = {mid for write, _attempt in commit.entries for mid in write.consumes}
     for message_id, response in commit.complete:
         if message_id in consumed and message_id in auto_completed:
             continue
-        cursor.execute(sql.COMPLETE_MESSAGE, [sql.j(response), sql.t(now), message_id])
+        cursor.execute(shared.COMPLETE_MESSAGE, [values.j(response), values.t(now), message_id])
     for outgoing in commit.messages:
         insert_message(cursor, outgoing, now)
     for start in commit.children:
@@ -302,7 +101,7 @@ def write_commit(
     # is due again, and runners waiting for a slot look.
     freed = commit.transition is not None and fenced[1] is not None
     if freed:
-        cursor.execute(*sql.unpark(fenced[1]))
+        cursor.execute(*statements.unpark(fenced[1]))
     if commit.messages or commit.children or freed:
         notify(cursor)
     transition = commit.transition
@@ -311,13 +110,13 @@ def write_commit(
     return CommitResult(entry_ids=entry_ids, cancel_requested=bool(fenced[0]))
 
 
-def insert_events(cursor: Any, rid: Any, events: list[sql.EventRow], now: dt.datetime) -> None:
+def insert_events(cursor: Any, rid: Any, events: list[shared.EventRow], now: dt.datetime) -> None:
     if not events:
         return
     flat: list[Any] = []
     for name, payload, scope, step, attempt in events:
-        flat += [rid, name, sql.j(payload), sql.t(now), scope, step, attempt, False]
-    cursor.execute(sql.INSERT_EVENTS.format(rows=", ".join([sql.EVENT_ROW] * len(events))), flat)
+        flat += [rid, name, values.j(payload), values.t(now), scope, step, attempt, False]
+    cursor.execute(shared.INSERT_EVENTS.format(rows=", ".join([shared.EVENT_ROW] * len(events))), flat)
 
 
 def recover_cut_attempts(run: Run, reason: str, lost_at: dt.datetime | None, now: dt.datetime) -> None:
@@ -326,9 +125,9 @@ def recover_cut_attempts(run: Run, reason: str, lost_at: dt.datetime | None, now
     outcome lost (and say which in a `$lost` event, for followers), then record the attempt each
     step marked `running` was in as `lost`, so the timeline shows it and the rerun is the next
     attempt. The caller holds the run's row (a transaction)."""
-    rid = sql.rid(str(run.id))
+    rid = values.rid(str(run.id))
     with connection.cursor() as cursor:
-        cursor.execute(sql.MARK_LOST_EVENTS, [True, rid, EntryStatus.COMPLETED])
+        cursor.execute(shared.MARK_LOST_EVENTS, [True, rid, EntryStatus.COMPLETED])
         lost = sorted(cursor.fetchall())
         if lost:
             payload = lost_events_payload([(row[0], row[1], row[2]) for row in lost])
@@ -352,13 +151,13 @@ def _consume(
 ) -> None:
     complete = set(message_ids) <= auto_completed
     cursor.execute(
-        sql.CONSUME_MESSAGES.format(
+        shared.CONSUME_MESSAGES.format(
             by="%s",
             complete=", completed_at = COALESCE(completed_at, %s)" if complete else "",
-            ids=sql.marks(len(message_ids)),
+            ids=values.marks(len(message_ids)),
             guard="",
         ),
-        [sql.t(now), entry_id, *([sql.t(now)] if complete else []), rid, *message_ids],
+        [values.t(now), entry_id, *([values.t(now)] if complete else []), rid, *message_ids],
     )
     if cursor.rowcount != len(message_ids):
         raise LeaseLost("a message was consumed by someone else")
@@ -367,302 +166,6 @@ def _consume(
 def _wake_if_message_waiting(cursor: Any, rid: Any, queues: tuple[str, ...] | None, now: dt.datetime) -> None:
     if queues is None:
         return
-    statement, params = sql.MESSAGE_WAITING, [rid]
-    if queues:
-        statement += f" AND queue IN ({sql.marks(len(queues))})"
-        params += list(queues)
-    cursor.execute(statement + " LIMIT 1", params)
+    cursor.execute(shared.message_waiting(len(queues)), [rid, *queues])
     if cursor.fetchone() is not None:
-        cursor.execute(sql.WAKE_RUN, [sql.t(now), rid])
-
-
-def create_run(
-    workflow: str,
-    key: list[str],
-    version: str,
-    initial_state: dict[str, Any],
-    now: dt.datetime,
-    *,
-    parent_id: str | None = None,
-    parent_queue: str | None = None,
-    trace_context: dict[str, str] | None = None,
-    priority: int = 0,
-    concurrency_group: str | None = None,
-) -> Run:
-    """A new run, runnable at once. The caller holds a transaction (and notifies)."""
-    key_text, key_hash = key_identity(key)
-    return Run.objects.create(
-        parent_id=parent_id,
-        parent_queue=parent_queue,
-        workflow=workflow,
-        key=key,
-        key_text=key_text,
-        key_hash=key_hash,
-        version=version,
-        status=RunStatus.PENDING,
-        state=initial_state,
-        created_at=now,
-        updated_at=now,
-        transitioned_at=now,
-        wake_at=now,
-        trace_context=trace_context or None,
-        priority=priority,
-        concurrency_group=concurrency_group,
-    )
-
-
-def insert_run_if_new(
-    workflow: str,
-    key: list[str],
-    version: str,
-    initial_state: dict[str, Any],
-    now: dt.datetime,
-    trace_context: dict[str, str] | None = None,
-    priority: int = 0,
-    concurrency_group: str | None = None,
-    first_message: OutgoingMessage | None = None,
-) -> RunRecord | None:
-    """PostgreSQL: a new run, runnable at once, with its `first_message` if any, and the NOTIFY
-    that wakes runners, in ONE statement (no look-up, savepoint or separate notify first: the start
-    of a run costs one round trip). None when the workflow already has a run of that key."""
-    new = new_run_statement(
-        workflow, key, version, initial_state, now, trace_context, priority, concurrency_group, first_message
-    )
-    with hot_cursor() as cursor:
-        cursor.execute(new.sql, new.params)
-        row = cursor.fetchone()
-    return None if row is None else new.record
-
-
-@dataclass(frozen=True)
-class NewRun:
-    """A new-run statement and the run it creates, made from the very values it inserts. The
-    statement answers one column, and a row only when it inserted: a start reads nothing back
-    (decoding a whole run row was about a sixth of a start's CPU in the client)."""
-
-    sql: str
-    params: list[Any]
-    record: RunRecord
-
-
-def new_run_statement(
-    workflow: str,
-    key: list[str],
-    version: str,
-    initial_state: dict[str, Any],
-    now: dt.datetime,
-    trace_context: dict[str, str] | None = None,
-    priority: int = 0,
-    concurrency_group: str | None = None,
-    first_message: OutgoingMessage | None = None,
-) -> NewRun:
-    """PostgreSQL: `insert_run_if_new`'s statement, runnable now (its row: the notify's column)."""
-    first, record = _new_run(
-        RunStatus.PENDING, workflow, key, version, initial_state, now, trace_context, priority,
-        wake_at=now, concurrency_group=concurrency_group,
-    )  # fmt: skip
-    params = [*first, sql.t(now), sql.j(trace_context or None), priority, concurrency_group]
-    if first_message is None:
-        return NewRun(sql.INSERT_RUN_IF_NEW, [*params, NOTIFY_CHANNEL], record)
-    params += [*message_values(first_message, now), NOTIFY_CHANNEL]
-    return NewRun(sql.INSERT_RUN_WITH_MESSAGE_IF_NEW, params, record)
-
-
-def held_run_statement(
-    owner: str,
-    lease_until: dt.datetime,
-    workflow: str,
-    key: list[str],
-    version: str,
-    initial_state: dict[str, Any],
-    now: dt.datetime,
-    trace_context: dict[str, str] | None = None,
-    priority: int = 0,
-) -> NewRun:
-    """PostgreSQL: a new run leased to `owner` until `lease_until`, as a claim leaves it (running,
-    started now, due since now), in one statement and without waking runners; no row when the key
-    is taken. Only for runs outside any concurrency group: their admission needs the group's lock
-    (a claim)."""
-    first, record = _new_run(
-        RunStatus.RUNNING, workflow, key, version, initial_state, now, trace_context, priority,
-        wake_at=lease_until, lease_owner=owner, due_at=now,
-    )  # fmt: skip
-    params = [*first, sql.t(now), sql.t(lease_until), owner, sql.j(trace_context or None), priority]
-    return NewRun(sql.INSERT_HELD_RUN_IF_NEW, params, record)
-
-
-def create_held_run(record: RunRecord) -> bool:
-    """SQLite: the held run `held_run_statement` made `record` of (leased to its `lease_owner`
-    until its `wake_at`, as a claim leaves it), created through the ORM in a transaction of its
-    own (a savepoint inside the caller's); no runner is woken. False when the key is taken."""
-    key_text, key_hash = key_identity(record.key)
-    now = record.created_at
-    assert now is not None  # a new run's record always has it
-    try:
-        with transaction.atomic():
-            Run.objects.create(
-                id=record.id, workflow=record.workflow, key=record.key, key_text=key_text, key_hash=key_hash,
-                version=record.version, status=record.status, state=record.state, created_at=now,
-                updated_at=now, transitioned_at=now, started_at=now, wake_at=record.wake_at,
-                lease_owner=record.lease_owner, trace_context=record.trace_context, priority=record.priority,
-            )  # fmt: skip
-    except IntegrityError:  # the key is taken
-        return False
-    return True
-
-
-def _new_run(
-    status: str,
-    workflow: str,
-    key: list[str],
-    version: str,
-    initial_state: dict[str, Any],
-    now: dt.datetime,
-    trace_context: dict[str, str] | None,
-    priority: int,
-    **columns: Any,
-) -> tuple[list[Any], RunRecord]:
-    """What both new-run statements share: a new id and their first values (the id, the key, the
-    version, the status, the state, then created_at, updated_at and transitioned_at: now); and the
-    record reading the new row back would give (fresh: it has no history): these values and
-    `columns`, the statements leaving the rest of its columns at their defaults."""
-    run_id = str(new_run_id())
-    key_text, key_hash = key_identity(key)
-    params = [
-        sql.rid(run_id), workflow, sql.j(key), key_text, key_hash, version, status,
-        sql.j(initial_state), sql.t(now), sql.t(now), sql.t(now),
-    ]  # fmt: skip
-    record = RunRecord(
-        id=run_id, workflow=workflow, key=list(key), version=version, status=status, state=initial_state,
-        created_at=now, trace_context=trace_context or None, priority=priority, fresh=True, **columns,
-    )  # fmt: skip
-    return params, record
-
-
-def start_run(
-    workflow: str,
-    key: list[str],
-    version: str,
-    initial_state: dict[str, Any],
-    now: dt.datetime,
-    trace_context: dict[str, str] | None = None,
-    priority: int = 0,
-    concurrency_group: str | None = None,
-    first_message: OutgoingMessage | None = None,
-) -> Run:
-    """A new run, with its `first_message` if any, in a transaction of its own (a savepoint inside
-    the caller's), runners woken when it commits. IntegrityError when the workflow already has a
-    run of that key."""
-    with transaction.atomic():
-        run = create_run(
-            workflow, key, version, initial_state, now, trace_context=trace_context, priority=priority,
-            concurrency_group=concurrency_group,
-        )  # fmt: skip
-        if first_message is not None:
-            insert_first_message(str(run.id), first_message, now)
-        notify_now()
-    return run
-
-
-def insert_first_message(run_id: str, first_message: OutgoingMessage, now: dt.datetime) -> None:
-    """A new run's first message, in the caller's transaction that created the run. Its wake is
-    left as the creation set it (a debounced run still waits)."""
-    with connection.cursor() as cursor:
-        cursor.execute(sql.INSERT_MESSAGE, [sql.rid(run_id), *message_values(first_message, now)])
-        cursor.fetchone()  # its id (SQLite completes a RETURNING statement as it is read)
-
-
-def message_values(outgoing: OutgoingMessage, now: dt.datetime) -> list[Any]:
-    """A message's stored values, in the order every message insert takes them: queue, body,
-    sent_at, trace context."""
-    return [outgoing.queue, sql.j(outgoing.body), sql.t(now), sql.j(outgoing.trace_context or None)]
-
-
-def send_to_run(outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
-    """PostgreSQL, a message to a run by id, on its own (no audit, no caller's transaction to
-    join): one statement, as `insert_message` + notify would write it."""
-    assert outgoing.run_id is not None
-    rid = sql.rid(outgoing.run_id)
-    params = [
-        RunStatus.PENDING, RunStatus.WAITING, sql.t(now), outgoing.priority, rid, *LIVE,
-        *message_values(outgoing, now), NOTIFY_CHANNEL,
-    ]  # fmt: skip
-    with hot_cursor() as cursor:
-        cursor.execute(sql.SEND_TO_RUN, params)
-        row = cursor.fetchone()
-    if row is None:
-        status = Run.objects.filter(id=outgoing.run_id).values_list("status", flat=True).first()
-        if status is None:
-            raise RunNotFound(f"no run with id {quoted(outgoing.run_id)}")
-        raise RunFinished(f"run {outgoing.run_id} is {status}; it takes no more messages")
-    return MessageRecord(
-        id=row[0], run_id=outgoing.run_id, queue=outgoing.queue, body=outgoing.body, sent_at=now,
-        trace_context=outgoing.trace_context or None,
-    )  # fmt: skip
-
-
-def start_child(parent_id: str, start: ChildStart, now: dt.datetime) -> None:
-    """Create a child run with its parent link, in the parent's commit; nothing when the parent
-    already has that child. ChildConflict when another run holds the key."""
-    found = Run.objects.filter(workflow=start.workflow, key_hash=key_identity(start.key)[1])
-    existing = found.values_list("parent_id", flat=True)
-    if not existing.exists():
-        with transaction.atomic():  # a savepoint: a concurrent creator wins, then we check it
-            try:
-                create_run(
-                    start.workflow, start.key, start.version, start.initial_state, now,
-                    parent_id=parent_id, parent_queue=start.parent_queue, trace_context=start.trace_context,
-                    priority=start.priority, concurrency_group=start.concurrency_group,
-                )  # fmt: skip
-                return
-            except IntegrityError:
-                pass
-    owner = existing.first()
-    if owner is None or str(owner) != parent_id:
-        raise ChildConflict(f"a {start.workflow} run already has the key {start.key!r}")
-
-
-def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord | None:
-    """Store a message and wake its run (created when it names a missing workflow and key); the
-    caller holds a transaction. RunFinished when the target run has ended."""
-    if outgoing.run_id is not None:
-        target = Run.objects.filter(id=outgoing.run_id).values_list("id", "status").first()
-        if target is None:
-            raise RunNotFound(f"no run with id {quoted(outgoing.run_id)}")
-    else:
-        assert outgoing.workflow is not None and outgoing.key is not None
-        found = Run.objects.filter(workflow=outgoing.workflow, key_hash=key_identity(outgoing.key)[1])
-        target = found.values_list("id", "status").first()
-        if target is None:
-            with transaction.atomic():  # a savepoint: a concurrent creator wins, then we read it
-                try:
-                    run = create_run(
-                        outgoing.workflow, outgoing.key, outgoing.version, outgoing.initial_state or {}, now,
-                        trace_context=outgoing.trace_context, priority=outgoing.priority or 0,
-                        concurrency_group=outgoing.concurrency_group,
-                    )  # fmt: skip
-                    target = (run.id, run.status)
-                except IntegrityError:
-                    target = None
-            if target is None:
-                target = found.values_list("id", "status").first()
-    assert target is not None
-    run_pk, status = target
-    if status in TERMINAL:
-        if outgoing.drop_if_ended:
-            return None
-        raise RunFinished(f"run {run_pk} is {status}; it takes no more messages")
-    rid = sql.rid(str(run_pk))
-    cursor.execute(
-        sql.WAKE_FOR_MESSAGE,
-        [RunStatus.PENDING, RunStatus.WAITING, sql.t(now), outgoing.priority, rid, *LIVE],
-    )
-    if cursor.rowcount != 1:
-        if outgoing.drop_if_ended:
-            return None
-        raise RunFinished(f"run {run_pk} finished; it takes no more messages")
-    cursor.execute(sql.INSERT_MESSAGE, [rid, *message_values(outgoing, now)])
-    return MessageRecord(
-        id=cursor.fetchone()[0], run_id=str(run_pk), queue=outgoing.queue, body=outgoing.body, sent_at=now,
-        trace_context=outgoing.trace_context or None,
-    )  # fmt: skip
+        cursor.execute(shared.WAKE_RUN, [values.t(now), rid])

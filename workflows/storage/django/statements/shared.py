@@ -1,25 +1,18 @@
-"""Every SQL statement the Django store writes with, named in one place, and the value adapters
-they take. Statements hold `%s` placeholders (Django's cursor style) and are built from the same
-column lists, so an entry is written by one path whichever commit carries it. On PostgreSQL the
-placeholders are typed (`%s::jsonb`), since a statement like `INSERT ... SELECT %s FROM r` gives
-its parameters no column to take a type from; SQLite needs no casts.
-"""
+"""The statements both databases run, named once. Statements hold `%s` placeholders (Django's
+cursor style) and are built from the same column lists, so an entry is written by one path
+whichever commit carries it. On PostgreSQL the placeholders are typed (`%s::jsonb`), since a
+statement like `INSERT ... SELECT %s FROM r` gives its parameters no column to take a type from;
+SQLite needs no casts."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import uuid
 from functools import cache
 from typing import Any
 
-from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from ....core.records import LIVE, TERMINAL, AttemptWrite, Commit, EntryWrite, RunStatus
+from ..values import j, marks, pg, rid, t
 
-from ...core.records import LIVE, TERMINAL, AttemptWrite, Commit, EntryWrite, RunStatus
-from ...models import Run
-
-NOTIFY = "SELECT pg_notify(%s, '')"
 SELECT_RUN = "SELECT {columns} FROM workflows_run WHERE id = %s"
 SELECT_HISTORY = (
     "SELECT {columns} FROM workflows_entry WHERE run_id = %s AND NOT superseded ORDER BY scope, position"
@@ -37,85 +30,18 @@ def select_available_messages(columns: str, queues: int) -> str:
     )
 
 
-# --- value adapters ---------------------------------------------------------------------------------
-
-
-# A commit adapts a dozen values; through `connection.ops` each costs a lookup of this thread's
-# connection (asgiref's Local) before the adapter runs, about a tenth of a step's commit on SQLite.
-# The adapters below give the same values as Django's for what the engine passes (UTC datetimes,
-# run ids as text, JSON values) and leave anything else to Django.
-
-
-@cache
-def _backend() -> tuple[bool, bool]:
-    """(on PostgreSQL, SQLite keeping UTC text): fixed for the process by DATABASES."""
-    wrapper = connections[DEFAULT_DB_ALIAS]
-    on_pg = wrapper.vendor == "postgresql"
-    utc_text = (
-        wrapper.vendor == "sqlite" and settings.USE_TZ and wrapper.settings_dict.get("TIME_ZONE") is None
-    )
-    return on_pg, utc_text
-
-
-def pg() -> bool:
-    return _backend()[0]
-
-
-def t(value: dt.datetime | None) -> Any:
-    """A datetime as the backend takes it: itself on PostgreSQL; on SQLite (USE_TZ, the database
-    in UTC) the naive UTC text Django writes (`make_naive`, then `str`)."""
-    if value is None:
-        return None
-    on_pg, utc_text = _backend()
-    if value.tzinfo is dt.UTC:
-        if on_pg:
-            return value
-        if utc_text:
-            return str(value.replace(tzinfo=None))
-    return connection.ops.adapt_datetimefield_value(value)
-
-
-def j(value: Any) -> Any:
-    """A JSON value as the backend takes it (Django's `adapt_json_value` with no encoder)."""
-    if value is None:
-        return None
-    if not _backend()[0]:
-        return json.dumps(value)
-    return connection.ops.adapt_json_value(value, None)
-
-
-def rid(run_id: str) -> Any:
-    """A run id as the backend stores it (a uuid on PostgreSQL, hex text on SQLite)."""
-    if isinstance(run_id, str):
-        try:
-            value = uuid.UUID(run_id)
-        except ValueError:  # Django's error for it
-            return Run._meta.pk.get_db_prep_value(run_id, connection)
-        return value if _backend()[0] else value.hex
-    return Run._meta.pk.get_db_prep_value(run_id, connection)
-
-
-def marks(n: int) -> str:
-    return ", ".join(["%s"] * n)
-
-
 def _typed(kind: str, on_pg: bool) -> str:
     return f"%s::{kind}" if on_pg else "%s"
 
 
 # --- claims and leases ---------------------------------------------------------------------------------
 
-_WAS = "started_at AS was_started, status AS was_status, lease_owner AS was_owner, wake_at AS was_due"
+WAS = "started_at AS was_started, status AS was_status, lease_owner AS was_owner, wake_at AS was_due"
 CLAIM_ORDER = "priority DESC, wake_at, id"  # higher priority first, FIFO within one (the claim index)
 CLAIM_DUE = (
-    f"SELECT id AS claim_id, {_WAS} FROM workflows_run WHERE wake_at <= %s"
+    f"SELECT id AS claim_id, {WAS} FROM workflows_run WHERE wake_at <= %s"
     f" AND status IN (%s, %s, %s) AND workflow IN ({{names}}) ORDER BY {CLAIM_ORDER} LIMIT %s"
 )
-# PostgreSQL: the pick's plan is made once per connection. Left to choose, PostgreSQL plans it
-# anew at every claim (each bind plans it: the generic plan's estimate looks dearer, though it runs
-# faster); sent just before the claim in one pipeline, in the claim's own transaction, this makes
-# it keep the generic plan, for that transaction only.
-GENERIC_PLAN = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 # PostgreSQL: the same pick, read per workflow. The claim index (workflow, priority, wake_at, id)
 # yields claim order within one workflow only: ORDER BY over `workflow IN (...)` read and sorted
 # every due run of those workflows at every claim, so a claim cost grew with the backlog. Here each
@@ -124,24 +50,7 @@ GENERIC_PLAN = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)
 # another claim changed since the snapshot); the first n of those are taken, and the rest of the
 # locks end with the statement. n is written into the text (a prepared statement per claim size):
 # a generic plan then knows how few rows come out, and joins them to the update by primary key.
-_PICKED = "id, started_at, status, lease_owner, wake_at, priority"  # what _WAS and CLAIM_ORDER read
-CLAIM_DUE_PG = (
-    f"SELECT id AS claim_id, {_WAS} FROM unnest(%s::text[]) AS names (name) CROSS JOIN LATERAL"
-    f" (SELECT {_PICKED} FROM workflows_run"
-    " WHERE workflow = names.name AND wake_at <= %s AND status IN (%s, %s, %s)"
-    f" ORDER BY {CLAIM_ORDER} LIMIT {{limit:d}} FOR UPDATE SKIP LOCKED) AS c"
-    f" ORDER BY {CLAIM_ORDER} LIMIT {{limit:d}}"
-)
-# SQLite: the same, one ordered read per workflow (`UNION ALL` of each workflow's first n, in
-# claim order), then the first n of those: no sort of the whole backlog either (writers are
-# serialised: nothing to lock or skip). Up to SQLITE_PER_WORKFLOW_MAX workflows (SQLite caps a
-# compound SELECT at 500 parts); beyond, CLAIM_DUE.
-_CLAIM_ONE_WORKFLOW = (
-    f"SELECT * FROM (SELECT {_PICKED} FROM workflows_run"
-    f" WHERE workflow = %s AND wake_at <= %s AND status IN (%s, %s, %s) ORDER BY {CLAIM_ORDER} LIMIT %s)"
-)
-CLAIM_DUE_SQLITE = f"SELECT id AS claim_id, {_WAS} FROM ({{parts}}) ORDER BY {CLAIM_ORDER} LIMIT %s"
-SQLITE_PER_WORKFLOW_MAX = 100
+PICKED = "id, started_at, status, lease_owner, wake_at, priority"  # what WAS and CLAIM_ORDER read
 # Runs of concurrency groups: the first due runs (in claim order) of groups that have a free slot,
 # at most `max - executing` of a group, executing meaning running under a live lease (a crashed
 # runner's run stops counting when its lease lapses). Only correct while no other claim of these
@@ -163,7 +72,7 @@ CLAIM_GROUPED = (
     " ROW_NUMBER() OVER (PARTITION BY due.g ORDER BY due.priority DESC, due.wake_at, due.id) AS nth FROM due),"
     " admitted AS (SELECT ranked.id FROM ranked JOIN caps ON caps.workflow = ranked.workflow"
     " LEFT JOIN busy ON busy.g = ranked.g WHERE ranked.g IS NULL OR ranked.nth + COALESCE(busy.n, 0) <= caps.cap)"
-    f" SELECT id AS claim_id, {_WAS} FROM workflows_run WHERE id IN (SELECT id FROM admitted)"
+    f" SELECT id AS claim_id, {WAS} FROM workflows_run WHERE id IN (SELECT id FROM admitted)"
     f" ORDER BY {CLAIM_ORDER} LIMIT %s"
 )
 # Before that claim: set aside the due runs of groups that are full (wake_at NULL, their due time
@@ -184,19 +93,10 @@ PARK_HELD = (
 )
 # The first run set aside in a group (priority, then its due time) becomes due again at its due
 # time, so it keeps its place in line. SKIP LOCKED: two runs ending at once put back two.
-_FIRST_HELD = (
+FIRST_HELD = (
     "SELECT h.id FROM workflows_run h WHERE h.concurrency_group = {group} AND h.held_at IS NOT NULL"
     " AND h.wake_at IS NULL AND h.status IN (%s, %s, %s)"
     " ORDER BY h.priority DESC, h.held_at, h.id LIMIT 1{lock}"
-)
-UNPARK = (
-    "UPDATE workflows_run SET wake_at = held_at, held_at = NULL WHERE held_at IS NOT NULL AND wake_at IS NULL"
-    " AND id IN ({first})"
-)
-UNPARK_PG = (  # the first held run picked and locked ONCE: a locking subquery in the UPDATE could
-    # be run again per row, skipping the rows this statement already updated and taking the next
-    "WITH first AS MATERIALIZED ({first}) UPDATE workflows_run SET wake_at = held_at, held_at = NULL"
-    " WHERE held_at IS NOT NULL AND wake_at IS NULL AND id IN (SELECT id FROM first)"
 )
 
 
@@ -215,16 +115,6 @@ def unpark_all(workflows: list[str]) -> tuple[str, list[Any]]:
     return UNPARK_ALL.format(names=marks(len(workflows))), [*LIVE, *workflows]
 
 
-def unpark(group: str | None = None, after: str = "") -> tuple[str, list[Any]]:
-    """UNPARK of `group`'s first held run; with `after` (PostgreSQL's one-statement commit), of
-    the group of the run that CTE updated (`after.concurrency_group`)."""
-    on_pg = pg()
-    where = f"(SELECT {after}.concurrency_group FROM {after})" if after else "%s"
-    first = _FIRST_HELD.format(group=where, lock=" FOR UPDATE SKIP LOCKED" if on_pg else "")
-    params: list[Any] = [] if after else [group]
-    return (UNPARK_PG if on_pg else UNPARK).format(first=first), [*params, *LIVE]
-
-
 def park_held(caps: dict[str, int], now: dt.datetime) -> tuple[str, list[Any]]:
     names = list(caps)
     statement = PARK_HELD.format(
@@ -234,38 +124,6 @@ def park_held(caps: dict[str, int], now: dt.datetime) -> tuple[str, list[Any]]:
     return statement, [*params, RunStatus.RUNNING, t(now), *names, t(now), *LIVE, *names]
 
 
-# PostgreSQL: one claim of grouped runs per workflow at a time, across every runner (released when
-# the claim's transaction ends). Taken in name order, so two runners never wait on each other.
-GROUP_LOCK_SPACE = 0x57464C57  # "WFLW": this project's advisory locks, apart from others'
-GROUP_LOCK = (
-    "SELECT pg_advisory_xact_lock(%s, hashtext(w))::text"
-    " FROM (SELECT w FROM unnest(%s::text[]) AS w ORDER BY w) AS names"
-)
-# PostgreSQL: what the runs a claim took that ran before need to resume (their history, their
-# unconsumed messages), read in the claim's own pipeline and transaction, right after it, so a run
-# woken by a message pays one round trip before its first step, not two. The runs this claim
-# leased are those it left under this owner with its lease's expiry (an exact timestamp, indexed).
-# Every one of them is read, fresh or not: which ran before is not told by comparing its first
-# start with the claim's `now` (a claimant whose clock is behind the first start's, or a clock
-# that stands still, read no history for a run that had one and replayed it from nothing). A
-# fresh run's read finds no entries; the caller keeps what it read for the runs that ran before.
-_CLAIMED_BEFORE = "SELECT id FROM workflows_run WHERE wake_at = %s AND lease_owner = %s AND status = %s"
-
-CLAIMED_HISTORY = (
-    f"SELECT run_id, {{columns}} FROM workflows_entry WHERE run_id IN ({_CLAIMED_BEFORE}) AND NOT superseded"
-    " ORDER BY run_id, scope, position"
-)
-CLAIMED_MESSAGES = (
-    f"SELECT m.* FROM ({_CLAIMED_BEFORE}) AS claimed CROSS JOIN LATERAL (SELECT {{columns}}"
-    " FROM workflows_message WHERE run_id = claimed.id AND consumed_at IS NULL ORDER BY id LIMIT %s) AS m"
-)
-# PostgreSQL: the claim's transaction does not wait for its WAL to reach disk (a lease is the one
-# write whose loss is harmless). If the server crashes first, the claim is undone as if never
-# made: the run is claimable again, and the claimant's next commit of that run fails its lease
-# fence. Anything the claimant commits later waits for its own WAL, and the WAL is flushed in
-# order, so no durable commit can rest on a lost claim, and a run claimed `fresh` has no history.
-# Saves one disk flush per claim (the longest wait of an idle claim on a real disk).
-LAZY_FLUSH = "(SELECT set_config('synchronous_commit', 'off', true)) AS lazy_flush"
 CLAIM_LEASE = (
     "UPDATE workflows_run SET status = %s, lease_owner = %s, wake_at = %s, updated_at = %s, transitioned_at = %s,"
     " started_at = COALESCE(workflows_run.started_at, %s), held_at = NULL"
@@ -274,27 +132,6 @@ HEARTBEAT = (  # held_at: a lapsed run set aside while its runner was only slow 
     "UPDATE workflows_run SET wake_at = %s, held_at = NULL WHERE lease_owner = %s AND status = %s"
     " AND id IN ({ids}) RETURNING id, cancel_requested"
 )
-# PostgreSQL: the same, but rows locked by a write in flight are skipped (and renewed one at a
-# time after). A statement updating several rows holds each one's lock until it ends; the runner's
-# grouped step commit (another connection) locks several of the same rows in an order of its own,
-# so a heartbeat that waited for one row while holding another could deadlock with it, and
-# PostgreSQL would fail one of the two (a failed step commit runs its step again).
-HEARTBEAT_SKIP_LOCKED = (
-    "UPDATE workflows_run SET wake_at = %s, held_at = NULL WHERE id IN (SELECT id FROM workflows_run"
-    " WHERE lease_owner = %s AND status = %s AND id IN ({ids}) FOR UPDATE SKIP LOCKED)"
-    " RETURNING id, cancel_requested"
-)
-
-
-def claim_due(workflows: list[str], limit: int, now: dt.datetime) -> tuple[str, list[Any]]:
-    """The pick of due runs of ungrouped workflows, row-locking on PostgreSQL."""
-    if pg():
-        return CLAIM_DUE_PG.format(limit=limit), [list(workflows), t(now), *LIVE]
-    if 1 < len(workflows) <= SQLITE_PER_WORKFLOW_MAX:
-        parts = " UNION ALL ".join([_CLAIM_ONE_WORKFLOW] * len(workflows))
-        params = [v for name in workflows for v in (name, t(now), *LIVE, limit)]
-        return CLAIM_DUE_SQLITE.format(parts=parts), [*params, limit]
-    return CLAIM_DUE.format(names=marks(len(workflows))), [t(now), *LIVE, *workflows, limit]
 
 
 def claim_grouped(caps: dict[str, int], pool: int, limit: int, now: dt.datetime) -> tuple[str, list[Any]]:
@@ -313,37 +150,14 @@ def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple
     return CLAIM_LEASE, [RunStatus.RUNNING, owner, t(lease_until), t(now), t(now), t(now)]
 
 
-# --- starting a run -------------------------------------------------------------------------------
-# Both return one column, and a row only when they inserted: the caller already holds every value
-# of the new run (`writes.NewRun`), so nothing is read back on a start's hot path.
-
-_NEW_RUN = (
-    "WITH new AS (INSERT INTO workflows_run (id, workflow, key, key_text, key_hash, version, status, state,"
-    " created_at, updated_at, transitioned_at, wake_at, lease_owner, cancel_requested, epoch, trace_context,"
-    " priority, concurrency_group)"
-    " VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, '', FALSE, 0, %s::jsonb, %s, %s)"
-    " ON CONFLICT (workflow, key_hash) DO NOTHING RETURNING id)"
-)
-INSERT_RUN_IF_NEW = _NEW_RUN + " SELECT pg_notify(%s, '')::text FROM new"
-# ... with its first message (a start message: `get_or_create(message=...)`), stored only when the
-# run is new, in the same statement: no run is ever seen without it.
-INSERT_RUN_WITH_MESSAGE_IF_NEW = (
-    _NEW_RUN + ", sent AS (INSERT INTO workflows_message (run_id, queue, body, sent_at, trace_context)"
-    " SELECT id, %s, %s::jsonb, %s, %s::jsonb FROM new RETURNING id)"
-    " SELECT pg_notify(%s, '')::text FROM sent"
-)
-# PostgreSQL: a new run already leased to the runner that starts it (`Runner.start`): it runs in
-# that process at once, so no claim follows and no other runner is woken (no NOTIFY).
-INSERT_HELD_RUN_IF_NEW = (
-    "INSERT INTO workflows_run (id, workflow, key, key_text, key_hash, version, status, state,"
-    " created_at, updated_at, transitioned_at, started_at, wake_at, lease_owner, cancel_requested, epoch,"
-    " trace_context, priority, concurrency_group)"
-    " VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, FALSE, 0, %s::jsonb, %s, NULL)"
-    " ON CONFLICT (workflow, key_hash) DO NOTHING RETURNING id"
-)
-
-
 # --- a commit: the fenced run update ----------------------------------------------------------------
+
+
+# Every commit starts with it: the run's update behind its fence (`fence`), which also locks the
+# run row, so a sender racing with a suspension either lands before it (and is seen) or wakes it after.
+FENCED_RUN_UPDATE = (
+    "UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group"
+)
 
 
 def fence(run: Any, owner: str, commit: Commit) -> tuple[str, list[Any]]:
@@ -452,13 +266,6 @@ def insert_attempt(attempt: AttemptWrite, entry: int | str, on_pg: bool) -> tupl
 EVENT_COLUMNS = "run_id, name, payload, created_at, scope, step, attempt, lost"
 INSERT_EVENTS = f"INSERT INTO workflows_event ({EVENT_COLUMNS}) VALUES {{rows}}"
 EVENT_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s)"
-INSERT_EVENTS_AFTER = (
-    f"INSERT INTO workflows_event ({EVENT_COLUMNS})"
-    " SELECT %s, x.name, x.payload, %s::timestamptz, x.scope, x.step, x.attempt, FALSE"
-    " FROM (VALUES {rows}) AS x(name, payload, scope, step, attempt)"
-    " WHERE EXISTS (SELECT 1 FROM {after})"
-)
-EVENT_ROW_AFTER = "(%s, %s::jsonb, %s, %s, %s::integer)"
 # Step events whose attempt never recorded an outcome: their runner died, stopped mid-step or the
 # store failed under it (run before the run executes again, so no attempt of it is running). A
 # loop's pruned iterations have no entries left, so only scopes that still hold one are looked at.
@@ -468,7 +275,7 @@ MARK_LOST_EVENTS = (
     " AND e.scope = workflows_event.scope AND e.name = workflows_event.step"
     " AND (EXISTS (SELECT 1 FROM workflows_attempt a WHERE a.entry_id = e.id AND a.number = workflows_event.attempt)"
     # ... or its first attempt is implied: it completed at it, storing no attempt row
-    # (`writes.stored_attempt`)
+    # (`commit_statement.stored_attempt`)
     " OR (e.status = %s AND e.attempts = 1 AND workflows_event.attempt = 1)))"
     " AND (scope = '' OR EXISTS (SELECT 1 FROM workflows_entry s"
     " WHERE s.run_id = workflows_event.run_id AND s.scope = workflows_event.scope))"
@@ -492,14 +299,19 @@ CONSUME_MESSAGES = (
     "UPDATE workflows_message SET consumed_at = %s, consumed_by_id = {by}{complete}"
     " WHERE run_id = %s AND consumed_at IS NULL AND id IN ({ids}){guard}"
 )
-# How many of a run's messages named by id are still unconsumed (the one-statement commit's fence).
-COUNT_CONSUMABLE = (
-    "SELECT COUNT(*) FROM workflows_message WHERE run_id = %s AND consumed_at IS NULL AND id IN ({ids})"
-)
 COMPLETE_MESSAGE = (
     "UPDATE workflows_message SET response = %s, completed_at = %s WHERE id = %s AND completed_at IS NULL"
 )
 MESSAGE_WAITING = "SELECT 1 FROM workflows_message WHERE run_id = %s AND consumed_at IS NULL"
+
+
+@cache
+def message_waiting(queues: int) -> str:
+    """Whether a run has an unconsumed message on `queues` named queues (0: on any queue)."""
+    of_queues = f" AND queue IN ({marks(queues)})" if queues else ""
+    return f"{MESSAGE_WAITING}{of_queues} LIMIT 1"
+
+
 WAKE_RUN = "UPDATE workflows_run SET wake_at = %s WHERE id = %s"
 # Locks the target row (even when no wake is due), so a suspension racing with a send sees it. A
 # message sent with a priority gives the run that priority (a start message's priority).
@@ -511,15 +323,6 @@ WAKE_FOR_MESSAGE = (
 INSERT_MESSAGE = (
     "INSERT INTO workflows_message (run_id, queue, body, sent_at, trace_context) VALUES (%s, %s, %s, %s, %s)"
     " RETURNING id"
-)
-# PostgreSQL, a message to a run by id: wake the run (it locks the row, so a suspension racing with
-# the send sees the message), store the message and notify, in one statement. No row: the run is
-# missing or finished (the caller looks which).
-SEND_TO_RUN = (
-    "WITH target AS (" + WAKE_FOR_MESSAGE + " RETURNING id),"
-    " sent AS (INSERT INTO workflows_message (run_id, queue, body, sent_at, trace_context)"
-    " SELECT id, %s, %s::jsonb, %s, %s::jsonb FROM target RETURNING id)"
-    " SELECT id, pg_notify(%s, '')::text FROM sent"
 )
 _SCOPE = "run_id = %s AND (scope = %s OR substr(scope, 1, %s) = %s)"
 PRUNE_ATTEMPTS = (
@@ -536,3 +339,43 @@ def scope_params(run_id: str, scope: str) -> list[Any]:
     """A scope and every scope under it (`scope/...`)."""
     prefix = scope + "/"
     return [rid(run_id), scope, len(prefix), prefix]
+
+
+# --- retention (`prune`) -----------------------------------------------------------------------------
+# Children first, each given the batch's run ids; the table's name is what the report counts.
+PRUNE_DELETES: tuple[tuple[str, str], ...] = (
+    (
+        "workflows_attempt",
+        "DELETE FROM workflows_attempt WHERE entry_id IN"
+        " (SELECT id FROM workflows_entry WHERE run_id IN ({ids}))",
+    ),
+    ("workflows_message", "DELETE FROM workflows_message WHERE run_id IN ({ids})"),
+    (
+        "",  # a message is consumed by an entry of its own run; never leave a dangling reference
+        "UPDATE workflows_message SET consumed_by_id = NULL WHERE consumed_by_id IN"
+        " (SELECT id FROM workflows_entry WHERE run_id IN ({ids}))",
+    ),
+    ("workflows_event", "DELETE FROM workflows_event WHERE run_id IN ({ids})"),
+    ("workflows_auditentry", "DELETE FROM workflows_auditentry WHERE run_id IN ({ids})"),
+    ("workflows_entry", "DELETE FROM workflows_entry WHERE run_id IN ({ids})"),
+    ("workflows_run", "DELETE FROM workflows_run WHERE id IN ({ids})"),
+)
+# A dry run's counts of what a prune would delete, per table, of the runs `{runs}` selects.
+PRUNE_COUNTS = {
+    "workflows_attempt": "SELECT COUNT(*) FROM workflows_attempt WHERE entry_id IN"
+    " (SELECT id FROM workflows_entry WHERE run_id IN ({runs}))",
+    "workflows_message": "SELECT COUNT(*) FROM workflows_message WHERE run_id IN ({runs})",
+    "workflows_event": "SELECT COUNT(*) FROM workflows_event WHERE run_id IN ({runs})",
+    "workflows_auditentry": "SELECT COUNT(*) FROM workflows_auditentry WHERE run_id IN ({runs})",
+    "workflows_entry": "SELECT COUNT(*) FROM workflows_entry WHERE run_id IN ({runs})",
+    "workflows_run": "SELECT COUNT(*) FROM workflows_run WHERE id IN ({runs})",
+}
+# Runs of a status finished before a cutoff (`{where}`: PRUNE_DUE, and no audit entry kept).
+PRUNE_DUE = "r.status = %s AND r.created_at < %s AND r.finished_at < %s"
+PRUNE_AUDITED = "SELECT 1 FROM workflows_auditentry a WHERE a.run_id = r.id"
+PRUNE_RUNS = "SELECT r.id FROM workflows_run r WHERE {where}"
+PRUNE_DUE_RUN_IDS = "SELECT r.id FROM workflows_run r WHERE {where} ORDER BY r.created_at LIMIT %s{lock}"
+PRUNE_DUE_RUNS = (
+    "SELECT r.id, r.workflow, r.status, r.finished_at FROM workflows_run r"
+    " WHERE {where} ORDER BY r.created_at LIMIT %s"
+)
