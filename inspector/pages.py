@@ -21,6 +21,7 @@ from workflows.reads.declarations import RunLabels, run_labels
 from workflows.reads.live import run_duration
 from workflows.reads.run import RunRecords, run_records
 from workflows.reads.runs import Kept
+from workflows.reads.steps import step_status
 
 from .timeline import AttemptSpan, EntrySpan, Timeline, build_timeline
 
@@ -35,6 +36,7 @@ class StepView:
     meta: Any
     usage: dict[str, Any] | None
     duration: str
+    status: str  # as shown: its record's, but `cancelled` where its cancelled run left it going on
     replaced_by: Entry | None = None  # for a superseded record: the entry that took its place
     attempt_errors: dict[int, Any] = field(default_factory=dict)
 
@@ -75,7 +77,7 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
     if records is None:
         return None
     run = records.run
-    steps, history = _step_views(records.entries, now)
+    steps, history = _step_views(records.entries, run.status, now)
     return RunPage(
         run=run,
         labels=run_labels(run),
@@ -111,12 +113,14 @@ def _related(records: RunRecords) -> dict[str, Any]:
     }
 
 
-def _step_views(entries: list[Entry], now: dt.datetime) -> tuple[list[StepView], list[StepView]]:
+def _step_views(
+    entries: list[Entry], run_status: str, now: dt.datetime
+) -> tuple[list[StepView], list[StepView]]:
     """The current entries' views, and the superseded ones' (each with its replacement)."""
     current = {(e.scope, e.position): e for e in entries if not e.superseded}
     steps, history = [], []
     for entry in entries:
-        view = _step_view(entry, now)
+        view = _step_view(entry, run_status, now)
         if entry.superseded:
             view.replaced_by = current.get((entry.scope, entry.position))
             history.append(view)
@@ -130,7 +134,7 @@ def _usage(meta: Any) -> dict[str, Any] | None:
     return usage if isinstance(usage, dict) and usage else None
 
 
-def _step_view(entry: Entry, now: dt.datetime) -> StepView:
+def _step_view(entry: Entry, run_status: str, now: dt.datetime) -> StepView:
     attempts = entry.attempt_history()
     if entry.started_at is not None:
         end = entry.finished_at or (now if not entry.superseded else None)
@@ -150,6 +154,7 @@ def _step_view(entry: Entry, now: dt.datetime) -> StepView:
         meta=mask(entry.meta),
         usage=_usage(entry.meta),
         duration=duration,
+        status=step_status(entry.status, run_status, superseded=entry.superseded),
     )
 
 
@@ -169,7 +174,7 @@ def _timeline(run: Run, entries: list[Entry], now: dt.datetime) -> Timeline:
             id=e.id,
             name=e.name if not e.scope else f"{e.scope}/{e.name}",
             kind=e.kind,
-            status=e.status,
+            status=step_status(e.status, run.status, superseded=e.superseded),
             started_at=e.started_at,
             finished_at=e.finished_at,
             wake_at=e.wake_at,

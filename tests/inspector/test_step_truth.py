@@ -1,0 +1,47 @@
+"""The run page says what is true now of a step, not only what its record said when written: a
+cancelled run's step that was waiting to retry is cancelled, with no next attempt due."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
+from django.urls import reverse
+
+from tests.inspector import flows
+from tests.inspector.test_admin import entry, retrying_flaky
+from workflows import conf, operations
+from workflows.engine.runner import Runner
+from workflows.models import Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client(client):
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    return client
+
+
+def inspect(admin_client, run: Run) -> str:
+    response = admin_client.get(reverse("admin:workflows_run_inspect", args=[run.id]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_a_cancelled_runs_step_that_waited_to_retry_reads_cancelled(admin_client):
+    run = retrying_flaky("cancel-me")
+    assert 'data-entry-status="retrying"' in inspect(admin_client, run)  # before: it is due again
+
+    operations.cancel(str(run.id), actor="ops", reason="not needed")  # woken to end cancelled
+    async_to_sync(Runner(registry=flows.registry, store=conf.default_store(), watch=False).run_due)()
+    assert Run.objects.get(id=run.id).status == "cancelled"
+    assert entry(run, "call").status == "retrying"  # the record is as the runner left it
+
+    page = inspect(admin_client, run)
+    assert 'data-entry="call" data-entry-status="cancelled"' in page
+    assert "Next attempt" not in page and "next attempt in" not in page
+    assert "Retry now" not in page
+    assert not re.search(r'wf-badge[^"]*"[^>]*>\s*retrying', page)
