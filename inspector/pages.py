@@ -21,7 +21,7 @@ from workflows.reads.declarations import RunLabels, run_labels
 from workflows.reads.live import run_duration
 from workflows.reads.run import RunRecords, run_records
 from workflows.reads.runs import Kept
-from workflows.reads.steps import step_status
+from workflows.reads.steps import attempt_took, end_known, step_status
 
 from .timeline import AttemptSpan, EntrySpan, Timeline, build_timeline
 
@@ -143,7 +143,8 @@ def _step_view(entry: Entry, run_status: str, now: dt.datetime) -> StepView:
         duration = "—"
     for a in attempts:
         a.masked_error = mask(a.error)
-        a.took = format_duration((a.finished_at - a.started_at).total_seconds())
+        a.took = attempt_took(a.outcome, a.started_at, a.finished_at)
+        a.end_known = end_known(a.outcome, a.started_at, a.finished_at)
         a.delay_text = format_duration(a.delay) if a.delay is not None else ""
     return StepView(
         entry=entry,

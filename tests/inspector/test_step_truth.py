@@ -3,6 +3,7 @@ cancelled run's step that was waiting to retry is cancelled, with no next attemp
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
@@ -14,7 +15,7 @@ from tests.inspector import flows
 from tests.inspector.test_admin import entry, retrying_flaky
 from workflows import conf, operations
 from workflows.engine.runner import Runner
-from workflows.models import Run
+from workflows.models import Attempt, Entry, Run
 
 pytestmark = pytest.mark.django_db
 
@@ -45,3 +46,25 @@ def test_a_cancelled_runs_step_that_waited_to_retry_reads_cancelled(admin_client
     assert "Next attempt" not in page and "next attempt in" not in page
     assert "Retry now" not in page
     assert not re.search(r'wf-badge[^"]*"[^>]*>\s*retrying', page)
+
+
+def test_a_lost_attempt_shows_lost_not_an_end_before_its_start_nor_zero_ms(admin_client):
+    run = retrying_flaky("lost-one")
+    call = entry(run, "call")
+    first = call.attempt_history()[0]
+    began = first.retry_at  # the next attempt began when the backoff ended...
+    # ...and its runner died; the lease lapsed before that start: recorded as recover_cut_attempts does.
+    Attempt.objects.create(entry=call, number=2, started_at=began, finished_at=began - dt.timedelta(seconds=3),
+                           outcome="lost", error={"name": "AttemptLost", "message": "runner died"})  # fmt: skip
+    Attempt.objects.create(entry=call, number=3, started_at=began, finished_at=began,
+                           outcome="lost", error={"name": "AttemptLost", "message": "runner died"})  # fmt: skip
+    Entry.objects.filter(id=call.id).update(attempts=3)
+
+    page = inspect(admin_client, run)
+    rows = {n: re.search(rf'<tr data-attempt="{n}">(.*?)</tr>', page, re.S).group(1) for n in (2, 3)}
+    for row in rows.values():
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        ended, took = cells[2], cells[3]
+        assert "lost" in ended and "lost" in took
+        assert "0 ms" not in took and (began - dt.timedelta(seconds=3)).strftime("%H:%M:%S.") not in ended
+    assert "attempt 2: lost" in page and "attempt 2: lost, 0 ms" not in page

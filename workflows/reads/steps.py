@@ -2,12 +2,18 @@
 
 A step's record is written by the runner executing it, so it says what was true when it was
 written: a step waiting to retry still says `retrying` after an operator cancelled its run (the
-cancelled run never tries it again). The pages and the API show what is true now, through these.
+cancelled run never tries it again). An attempt cut off by a crash is recorded by the run's next
+execution (`recover_cut_attempts`), from what it can know: the attempt's start as best it can tell
+and the lapse of the cut runner's lease as its end, which may come before that start (its outcome
+is not known, nor when it stopped). The pages and the API show what is true now, through these.
 """
 
 from __future__ import annotations
 
-from ..core.records import EntryStatus, RunStatus
+import datetime as dt
+
+from ..core.durations import format_duration
+from ..core.records import EntryStatus, Outcome, RunStatus
 
 GOING_ON = frozenset({EntryStatus.RETRYING, EntryStatus.WAITING, EntryStatus.RUNNING})
 CANCELLED = "cancelled"  # a step its cancelled run left waiting to retry, waiting or running
@@ -20,4 +26,19 @@ def step_status(entry_status: str, run_status: str, *, superseded: bool = False)
     return entry_status
 
 
-__all__ = ["CANCELLED", "step_status"]
+def end_known(outcome: str, started_at: dt.datetime, finished_at: dt.datetime) -> bool:
+    """Whether the attempt's recorded end is a real one: not a lost attempt's lease lapse that
+    comes before (or at) its start."""
+    return outcome != Outcome.LOST or finished_at > started_at
+
+
+def attempt_took(outcome: str, started_at: dt.datetime, finished_at: dt.datetime) -> str:
+    """How long the attempt took, as far as its record tells: a lost attempt says "lost", with at
+    most how long it can have run when its record allows it (never a zero or negative time)."""
+    seconds = (finished_at - started_at).total_seconds()
+    if outcome != Outcome.LOST:
+        return format_duration(seconds)
+    return f"lost after at most {format_duration(seconds)}" if seconds > 0 else "lost"
+
+
+__all__ = ["CANCELLED", "attempt_took", "end_known", "step_status"]
