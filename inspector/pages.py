@@ -21,7 +21,7 @@ from workflows.reads.declarations import RunLabels, run_labels
 from workflows.reads.live import run_duration
 from workflows.reads.run import RunRecords, run_records
 from workflows.reads.runs import Kept
-from workflows.reads.steps import attempt_took, end_known, step_status
+from workflows.reads.steps import attempt_took, attempts_made, end_known, step_status
 
 from .timeline import AttemptSpan, EntrySpan, Timeline, build_timeline
 
@@ -37,6 +37,7 @@ class StepView:
     usage: dict[str, Any] | None
     duration: str
     status: str  # as shown: its record's, but `cancelled` where its cancelled run left it going on
+    attempt_count: int  # the attempt in progress included
     replaced_by: Entry | None = None  # for a superseded record: the entry that took its place
     attempt_errors: dict[int, Any] = field(default_factory=dict)
 
@@ -96,7 +97,7 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
         audit=records.audit,
         usage_total=_usage_total(steps),
         queued=format_duration((run.started_at - run.created_at).total_seconds()) if run.started_at else "—",
-        attempt_total=sum(view.entry.attempts for view in steps),
+        attempt_total=sum(view.attempt_count for view in steps),
         live=run.status not in TERMINAL,
         decisions=open_decisions(run, records.entries),
         **_related(records),
@@ -156,6 +157,7 @@ def _step_view(entry: Entry, run_status: str, now: dt.datetime) -> StepView:
         usage=_usage(entry.meta),
         duration=duration,
         status=step_status(entry.status, run_status, superseded=entry.superseded),
+        attempt_count=attempts_made(entry.status, entry.attempts),
     )
 
 

@@ -32,6 +32,11 @@ def inspect(admin_client, run: Run) -> str:
     return response.content.decode()
 
 
+def summary_of(page: str, step: str) -> str:
+    """The step's summary line on the run page (its status, duration and attempt count)."""
+    return re.search(rf'data-entry="{step}".*?</summary>', page, re.S).group(0)
+
+
 def test_a_cancelled_runs_step_that_waited_to_retry_reads_cancelled(admin_client):
     run = retrying_flaky("cancel-me")
     assert 'data-entry-status="retrying"' in inspect(admin_client, run)  # before: it is due again
@@ -68,3 +73,22 @@ def test_a_lost_attempt_shows_lost_not_an_end_before_its_start_nor_zero_ms(admin
         assert "lost" in ended and "lost" in took
         assert "0 ms" not in took and (began - dt.timedelta(seconds=3)).strftime("%H:%M:%S.") not in ended
     assert "attempt 2: lost" in page and "attempt 2: lost, 0 ms" not in page
+
+
+def test_a_running_step_counts_its_attempt_in_progress(admin_client):
+    run = retrying_flaky("running-one")
+    call = entry(run, "call")
+    # As a runner leaves it when its second attempt is slow: running, counting the one that ended.
+    Entry.objects.filter(id=call.id).update(status="running", wake_at=None)
+    Run.objects.filter(id=run.id).update(status="running")
+
+    page = inspect(admin_client, run)
+    assert "attempt 2 running" in page  # the timeline
+    assert re.findall(r"(\d+) attempts?\b", summary_of(page, "call")) == ["2"]
+
+    fresh = retrying_flaky("running-first")  # a first attempt in progress: none has ended
+    Attempt.objects.filter(entry__run=fresh).delete()
+    Entry.objects.filter(run=fresh, name="call").update(status="running", attempts=0, wake_at=None)
+    page = inspect(admin_client, fresh)
+    assert "attempt 1 running" in page
+    assert re.findall(r"(\d+) attempts?\b", summary_of(page, "call")) == ["1"]

@@ -2,7 +2,8 @@
 
 A step's record is written by the runner executing it, so it says what was true when it was
 written: a step waiting to retry still says `retrying` after an operator cancelled its run (the
-cancelled run never tries it again). An attempt cut off by a crash is recorded by the run's next
+cancelled run never tries it again), and a running step counts only its finished attempts (the one
+in progress has no record until it ends). An attempt cut off by a crash is recorded by the run's next
 execution (`recover_cut_attempts`), from what it can know: the attempt's start as best it can tell
 and the lapse of the cut runner's lease as its end, which may come before that start (its outcome
 is not known, nor when it stopped). The pages and the API show what is true now, through these.
@@ -26,6 +27,12 @@ def step_status(entry_status: str, run_status: str, *, superseded: bool = False)
     return entry_status
 
 
+def attempts_made(entry_status: str, attempts: int) -> int:
+    """Its attempts, the one in progress included (a running step's record counts only those
+    that finished)."""
+    return attempts + 1 if entry_status == EntryStatus.RUNNING else attempts
+
+
 def end_known(outcome: str, started_at: dt.datetime, finished_at: dt.datetime) -> bool:
     """Whether the attempt's recorded end is a real one: not a lost attempt's lease lapse that
     comes before (or at) its start."""
@@ -41,4 +48,4 @@ def attempt_took(outcome: str, started_at: dt.datetime, finished_at: dt.datetime
     return f"lost after at most {format_duration(seconds)}" if seconds > 0 else "lost"
 
 
-__all__ = ["CANCELLED", "attempt_took", "end_known", "step_status"]
+__all__ = ["CANCELLED", "attempt_took", "attempts_made", "end_known", "step_status"]
