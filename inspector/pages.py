@@ -21,6 +21,7 @@ from workflows.reads.declarations import RunLabels, run_labels
 from workflows.reads.live import run_duration
 from workflows.reads.run import RunRecords, run_records
 from workflows.reads.runs import Kept
+from workflows.reads.steps import attempt_took, attempts_made, end_known, step_status
 
 from .timeline import AttemptSpan, EntrySpan, Timeline, build_timeline
 
@@ -35,6 +36,8 @@ class StepView:
     meta: Any
     usage: dict[str, Any] | None
     duration: str
+    status: str  # as shown: its record's, but `cancelled` where its cancelled run left it going on
+    attempt_count: int  # the attempt in progress included
     replaced_by: Entry | None = None  # for a superseded record: the entry that took its place
     attempt_errors: dict[int, Any] = field(default_factory=dict)
 
@@ -75,7 +78,7 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
     if records is None:
         return None
     run = records.run
-    steps, history = _step_views(records.entries, now)
+    steps, history = _step_views(records.entries, run.status, now)
     return RunPage(
         run=run,
         labels=run_labels(run),
@@ -94,7 +97,7 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
         audit=records.audit,
         usage_total=_usage_total(steps),
         queued=format_duration((run.started_at - run.created_at).total_seconds()) if run.started_at else "—",
-        attempt_total=sum(view.entry.attempts for view in steps),
+        attempt_total=sum(view.attempt_count for view in steps),
         live=run.status not in TERMINAL,
         decisions=open_decisions(run, records.entries),
         **_related(records),
@@ -111,12 +114,14 @@ def _related(records: RunRecords) -> dict[str, Any]:
     }
 
 
-def _step_views(entries: list[Entry], now: dt.datetime) -> tuple[list[StepView], list[StepView]]:
+def _step_views(
+    entries: list[Entry], run_status: str, now: dt.datetime
+) -> tuple[list[StepView], list[StepView]]:
     """The current entries' views, and the superseded ones' (each with its replacement)."""
     current = {(e.scope, e.position): e for e in entries if not e.superseded}
     steps, history = [], []
     for entry in entries:
-        view = _step_view(entry, now)
+        view = _step_view(entry, run_status, now)
         if entry.superseded:
             view.replaced_by = current.get((entry.scope, entry.position))
             history.append(view)
@@ -130,7 +135,7 @@ def _usage(meta: Any) -> dict[str, Any] | None:
     return usage if isinstance(usage, dict) and usage else None
 
 
-def _step_view(entry: Entry, now: dt.datetime) -> StepView:
+def _step_view(entry: Entry, run_status: str, now: dt.datetime) -> StepView:
     attempts = entry.attempt_history()
     if entry.started_at is not None:
         end = entry.finished_at or (now if not entry.superseded else None)
@@ -139,7 +144,8 @@ def _step_view(entry: Entry, now: dt.datetime) -> StepView:
         duration = "—"
     for a in attempts:
         a.masked_error = mask(a.error)
-        a.took = format_duration((a.finished_at - a.started_at).total_seconds())
+        a.took = attempt_took(a.outcome, a.started_at, a.finished_at)
+        a.end_known = end_known(a.outcome, a.started_at, a.finished_at)
         a.delay_text = format_duration(a.delay) if a.delay is not None else ""
     return StepView(
         entry=entry,
@@ -150,6 +156,8 @@ def _step_view(entry: Entry, now: dt.datetime) -> StepView:
         meta=mask(entry.meta),
         usage=_usage(entry.meta),
         duration=duration,
+        status=step_status(entry.status, run_status, superseded=entry.superseded),
+        attempt_count=attempts_made(entry.status, entry.attempts),
     )
 
 
@@ -169,7 +177,7 @@ def _timeline(run: Run, entries: list[Entry], now: dt.datetime) -> Timeline:
             id=e.id,
             name=e.name if not e.scope else f"{e.scope}/{e.name}",
             kind=e.kind,
-            status=e.status,
+            status=step_status(e.status, run.status, superseded=e.superseded),
             started_at=e.started_at,
             finished_at=e.finished_at,
             wake_at=e.wake_at,

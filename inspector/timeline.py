@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from workflows.core.durations import format_duration
+from workflows.reads.steps import attempt_took
 
 __all__ = ["AttemptSpan", "EntrySpan", "Gap", "Row", "Segment", "Timeline", "build_timeline"]
 __all__ += ["format_duration"]  # re-exported: the one helper, from workflows.core.durations
@@ -219,8 +220,13 @@ def _step_bars(e: EntrySpan, now: dt.datetime, row: Row) -> list[_Bar]:
     bars: list[_Bar] = []
     attempts = sorted(e.attempts, key=lambda a: a.number)
     for i, a in enumerate(attempts):
-        took = format_duration((a.finished_at - a.started_at).total_seconds())
-        bars.append(_Bar(a.outcome, a.started_at, a.finished_at, f"attempt {a.number}: {a.outcome}, {took}"))
+        took = attempt_took(a.outcome, a.started_at, a.finished_at)  # a lost one's says "lost"
+        title = (
+            f"attempt {a.number}: {took}"
+            if a.outcome == "lost"
+            else f"attempt {a.number}: {a.outcome}, {took}"
+        )
+        bars.append(_Bar(a.outcome, a.started_at, max(a.finished_at, a.started_at), title))
         if a.outcome == "ok":
             continue
         following = attempts[i + 1].started_at if i + 1 < len(attempts) else None
@@ -228,16 +234,17 @@ def _step_bars(e: EntrySpan, now: dt.datetime, row: Row) -> list[_Bar]:
             following = min(now, a.retry_at or now)
             if e.status == "retrying" and a.retry_at is not None and a.retry_at > now:
                 row.note = f"next attempt in {format_duration((a.retry_at - now).total_seconds())}"
-        if following is not None and following > a.finished_at:
-            waited = format_duration((following - a.finished_at).total_seconds())
+        ended = max(a.finished_at, a.started_at)  # a lost attempt's lease may lapse before its start
+        if following is not None and following > ended:
+            waited = format_duration((following - ended).total_seconds())
             if a.outcome == "lost":
                 # No backoff was scheduled: the attempt was cut off, and this is the time until
                 # a runner noticed (its lease lapsed) and began the next one.
                 title = f"lost after attempt {a.number}: {waited} until the next attempt"
-                bars.append(_Bar("lost", a.finished_at, following, title))
+                bars.append(_Bar("lost", ended, following, title))
             else:
                 title = f"backoff after attempt {a.number}: {waited}"
-                bars.append(_Bar("backoff", a.finished_at, following, title))
+                bars.append(_Bar("backoff", ended, following, title))
     if e.status == "running" and not e.superseded:
         # An attempt in progress has no record yet: it began when the last one's backoff ended.
         last = attempts[-1] if attempts else None

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from workflows import TERMINAL, BadInput, EntryStatus, RunNotFound, RunRecord, WorkflowClient
+from workflows import TERMINAL, BadInput, EntryStatus, RunNotFound, RunRecord, RunStatus, WorkflowClient
 from workflows.http import quoted
 from workflows.models import ApiKey, Entry, Event
 
@@ -134,4 +134,6 @@ def job_now(run: RunRecord) -> dict[str, Any]:
         detail = f"{running.name} is running"
     retrying = current.filter(status=EntryStatus.RETRYING).exclude(wake_at=None).order_by("wake_at").first()
     next_attempt = retrying.wake_at if retrying is not None and run.status not in TERMINAL else None
+    if run.status == RunStatus.CANCELLED:  # whatever it was doing, it does no more
+        detail = f"cancelled; {retrying.name} will not be retried" if retrying is not None else "cancelled"
     return {"stage": stage, "detail": detail, "nextAttemptAt": next_attempt}

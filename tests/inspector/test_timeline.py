@@ -188,3 +188,15 @@ def test_idle_time_comparable_to_the_work_is_drawn_to_scale():
     assert timeline.gaps == []
     assert [s.kind for s in timeline.rows[0].segments] == ["error", "backoff", "ok"]
     assert timeline.rows[0].segments[1].width == 45.0
+
+
+def test_a_lost_attempt_whose_lease_lapsed_before_its_start__no_negative_or_zero_time():
+    entries = [
+        EntrySpan(id=1, name="call", kind="step", status="completed", started_at=at(0), finished_at=at(50),
+                  attempts=[attempt(1, 20, 12, "lost"), attempt(2, 30, 30, "lost"), attempt(3, 40, 50, "ok")]),
+    ]  # fmt: skip
+    [row] = build_timeline(entries, start=T0, end=at(50), now=at(60)).rows
+    titles = [s.title for s in row.segments]
+    assert titles[0] == "attempt 1: lost" and "attempt 2: lost" in titles
+    assert not any("0 ms" in t or "-" in t for t in titles)
+    assert "lost after attempt 1: 10 s until the next attempt" in titles  # from its start, not before

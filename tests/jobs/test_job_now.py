@@ -117,3 +117,18 @@ def test_the_running_step_is_what_happens_now(client, demo):
 
     now = read(client, job_id)
     assert (now["stage"], now["detail"]) == ("summarizing", "summarize is running")
+
+
+def test_a_cancelled_job_that_waited_to_retry_says_it_will_not(client, demo):
+    demo.script("extract", ["503"])
+    job_id = start_job()
+    run_until_idle(registry, advance=False)  # extract waits to retry
+    run_id = jobs_client().get([job_id]).run_id
+    operations.cancel(run_id, actor="ops", reason="not needed")
+    run_until_idle(registry, advance=False)  # woken to end cancelled
+    assert Run.objects.get(id=run_id).status == "cancelled"
+
+    job = read(client, job_id)
+    assert job["status"] == "cancelled" and job["nextAttemptAt"] is None
+    assert "retrying" not in job["detail"] and job["detail"].startswith("cancelled")
+    assert "next attempt" not in status_text(job_id)
