@@ -129,8 +129,15 @@ def test_e008__registries_must_be_a_list_of_paths():
 
 
 def test_w002__no_registry():
-    with override_settings(WORKFLOWS={}):
+    with override_settings(WORKFLOWS={}, TASKS={}):
         assert ids(checks.check_registries()) == ["workflows.W002"]
+
+
+def test_no_w002_when_only_the_tasks_backend_is_used():
+    # The DurableBackend serves its built-in workflow without a registry: nothing to warn about.
+    durable = {"default": {"BACKEND": "workflows.tasks.DurableBackend", "QUEUES": ["default"]}}
+    with override_settings(WORKFLOWS={}, TASKS=durable):
+        assert ids(checks.check_registries()) == []
 
 
 def test_e003__a_registry_that_does_not_import_names_its_path_and_the_import_error():

@@ -18,7 +18,7 @@ Settings (`settings.WORKFLOWS`, see workflows/conf.py):
     workflows.E022  CLOCK is not "database" or "local"
     workflows.W005  CLOCK is "local" or STALL_CHECK is off: a multi-host protection is switched off
     workflows.W001  an old flat setting (WORKFLOWS_REGISTRIES, ...) is set: it is no longer read
-    workflows.W002  REGISTRIES is empty: there is nothing to run
+    workflows.W002  REGISTRIES is empty and no TASKS backend is a DurableBackend: nothing to run
 Metrics:
     workflows.E014  METRICS_TOKEN is neither None nor a string
     workflows.E015  PROMETHEUS_MULTIPROC_DIR is set but is not a writable directory
@@ -240,6 +240,10 @@ def _paths(key: str) -> list[str]:
 def check_registries(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     paths = _paths("REGISTRIES")
     if not paths:
+        from .. import tasks  # the tasks backend serves its own workflow without a registry
+
+        if tasks.durable_backend_configured():
+            return []
         return [
             checks.Warning(
                 'WORKFLOWS["REGISTRIES"] is empty: the runner, the API and the inspector know no workflow.',
