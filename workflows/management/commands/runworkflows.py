@@ -3,10 +3,14 @@
 import asyncio
 import os
 import signal
+import time
+from collections import Counter
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows import checks, conf
+from workflows.engine.observers import Observer
 from workflows.engine.runner import Periodic, Runner
 from workflows.http import metrics as metrics_endpoint
 from workflows.storage.django import DjangoStore
@@ -68,6 +72,8 @@ class Command(BaseCommand):
             except OSError as exc:
                 raise CommandError(f"cannot serve metrics on {metrics_addr}:{metrics_port}: {exc}") from exc
         store = DjangoStore(db_threads=threads)
+        tally = Tally() if until_idle else None
+        started = time.monotonic()
         runner = Runner(
             registry=conf.registry(),
             store=store,
@@ -76,7 +82,7 @@ class Command(BaseCommand):
             heartbeat_seconds=conf.heartbeat_seconds(),
             stall_check=conf.stall_check(),
             commit_hooks=conf.commit_hooks(),
-            observers=conf.observers(),
+            observers=[*conf.observers(), *([tally] if tally else [])],
             periodic=_periodic(),
         )
 
@@ -91,6 +97,38 @@ class Command(BaseCommand):
         finally:
             store.close()
             metrics.forget_this_process()  # multiprocess mode: its slots leave the sums
+        if tally is not None:
+            self.stdout.write(tally.summary(time.monotonic() - started))
+
+
+class Tally(Observer):
+    """What an `--until-idle` pass did, for the one line it prints when it ends (a runner that
+    runs until stopped reports through its logs and metrics instead)."""
+
+    def __init__(self) -> None:
+        self.ended: Counter[tuple[str, str]] = Counter()
+        self.attempts = 0
+
+    def committed(self, run: Any, commit: Any) -> None:
+        self.attempts += sum(1 for _entry, attempt in commit.entries if attempt is not None)
+
+    def execution_ended(self, run: Any, *, status: str, wake_at: Any) -> None:
+        self.ended[(run.workflow, status)] += 1
+
+    def summary(self, seconds: float) -> str:
+        if not self.ended:
+            return f"runworkflows --until-idle: nothing was due ({seconds:.1f} s)."
+        workflows = sorted({workflow for workflow, _status in self.ended})
+        parts = [
+            f"{workflow} "
+            + ", ".join(f"{s} {n}" for (w, s), n in sorted(self.ended.items()) if w == workflow)
+            for workflow in workflows
+        ]
+        total = sum(self.ended.values())
+        return (
+            f"runworkflows --until-idle: {total} execution{'s' * (total != 1)} in {seconds:.1f} s, "
+            f"{self.attempts} step attempt{'s' * (self.attempts != 1)}: " + "; ".join(parts) + "."
+        )
 
 
 def _periodic() -> list[Periodic]:
