@@ -9,12 +9,12 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from config.routing import websocket_urlpatterns  # noqa: E402
 from config.shedding import InFlightLimit  # noqa: E402
+from inspector.access import OriginCheck  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -22,8 +22,9 @@ application = ProtocolTypeRouter(
         # middleware such as WhiteNoise would push every request, waits included, into a thread.
         # Past WEB_MAX_IN_FLIGHT requests in flight, a fast 503 with Retry-After (config/shedding.py).
         "http": InFlightLimit(ASGIStaticFilesHandler(django_asgi_app), settings.WEB_MAX_IN_FLIGHT),
-        # Browsers' WebSockets from pages outside ALLOWED_HOSTS (and clients sending no Origin)
-        # are refused at the handshake: no other site's page can open one with our cookies.
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # Browsers' WebSockets from pages outside ALLOWED_HOSTS (and clients sending no Origin
+        # and no run stream token) are refused at the handshake: no other site's page can open
+        # one with our cookies; a non-browser client follows a run with its token.
+        "websocket": OriginCheck(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -338,10 +338,10 @@ async def test_access__the_list_needs_a_viewer_session_from_the_same_site(no_pol
     await same_site.disconnect()
 
 
-@pytest.mark.parametrize("origin", [b"https://evil.example", b"http://testserver.evil.example", None])
+@pytest.mark.parametrize("origin", [b"https://evil.example", b"http://testserver.evil.example"])
 async def test_access__origins_outside_allowed_hosts_are_refused_at_the_handshake(no_poll, origin):
-    """config/asgi.py's AllowedHostsOriginValidator: refused before any consumer runs (a browser
-    sees an HTTP 403), whatever the client holds; no Origin at all is refused too."""
+    """config/asgi.py's origin check: refused before any consumer runs (a browser sees an HTTP
+    403), whatever the client holds."""
     run_id = await new_run("origin-1")
     cookie = await session_cookie("staff", staff=True)
     headers = [(b"host", b"testserver"), (b"cookie", cookie)] + ([(b"origin", origin)] if origin else [])
@@ -351,6 +351,30 @@ async def test_access__origins_outside_allowed_hosts_are_refused_at_the_handshak
             timeout=TIMEOUT
         )
         assert not connected, path
+
+
+async def test_access__a_client_without_origin_follows_a_run_with_its_token(no_poll):
+    """A client that is not a browser (no Origin) is admitted with the run's token and receives
+    its events; without a token, or with another run's, it is refused (at the handshake, or by
+    the consumer with 4403)."""
+    run_id = await new_run("no-origin-1")
+    other = await new_run("no-origin-2")
+    host = [(b"host", b"testserver")]
+    [event_id] = await add_events(run_id, "seen")
+    ws = WebsocketCommunicator(
+        application, f"/ws/runs/{run_id}/?token={access.run_stream_token(run_id)}", headers=host
+    )
+    assert (await ws.connect(timeout=TIMEOUT))[0]
+    [message] = await receive_all(ws, 1)
+    assert message["id"] == event_id
+    await ws.disconnect()
+    for path in (f"/ws/runs/{run_id}/", "/ws/runs/"):
+        connected, _ = await WebsocketCommunicator(application, path, headers=host).connect(timeout=TIMEOUT)
+        assert not connected, path
+    wrong = WebsocketCommunicator(
+        application, f"/ws/runs/{run_id}/?token={access.run_stream_token(other)}", headers=host
+    )
+    assert await close_code(wrong) == 4403
 
 
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs REDIS_URL (the Redis channel layer)")
