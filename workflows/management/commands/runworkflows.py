@@ -1,15 +1,16 @@
 """`python manage.py runworkflows`: builds a Runner and runs it until SIGTERM/SIGINT."""
 
 import asyncio
+import datetime as dt
 import os
 import signal
 import time
-from collections import Counter
-from typing import Any
+from collections import Counter, defaultdict
 
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows import checks, conf
+from workflows.core.records import Commit, RunRecord
 from workflows.engine.observers import Observer
 from workflows.engine.runner import Periodic, Runner
 from workflows.http import metrics as metrics_endpoint
@@ -109,21 +110,19 @@ class Tally(Observer):
         self.ended: Counter[tuple[str, str]] = Counter()
         self.attempts = 0
 
-    def committed(self, run: Any, commit: Any) -> None:
+    def committed(self, run: RunRecord, commit: Commit) -> None:
         self.attempts += sum(1 for _entry, attempt in commit.entries if attempt is not None)
 
-    def execution_ended(self, run: Any, *, status: str, wake_at: Any) -> None:
+    def execution_ended(self, run: RunRecord, *, status: str, wake_at: dt.datetime | None) -> None:
         self.ended[(run.workflow, status)] += 1
 
     def summary(self, seconds: float) -> str:
         if not self.ended:
             return f"runworkflows --until-idle: nothing was due ({seconds:.1f} s)."
-        workflows = sorted({workflow for workflow, _status in self.ended})
-        parts = [
-            f"{workflow} "
-            + ", ".join(f"{s} {n}" for (w, s), n in sorted(self.ended.items()) if w == workflow)
-            for workflow in workflows
-        ]
+        outcomes: defaultdict[str, list[str]] = defaultdict(list)
+        for (workflow, status), n in sorted(self.ended.items()):
+            outcomes[workflow].append(f"{status} {n}")
+        parts = [f"{workflow} {', '.join(counts)}" for workflow, counts in outcomes.items()]
         total = sum(self.ended.values())
         return (
             f"runworkflows --until-idle: {total} execution{'s' * (total != 1)} in {seconds:.1f} s, "
