@@ -108,7 +108,7 @@ def _stage(step, stage: str, detail: str | None = None) -> None:
 async def extract(step) -> dict[str, list[str]]:
     _stage(step, "extracting")
     title, transcript = step.input["title"], step.input["transcript"]
-    async with http.client() as client:
+    async with http.client_for("model") as client:
         completion = await model.complete(
             client, prompts.extract_messages(title, transcript), json_object=True
         )
@@ -122,7 +122,7 @@ async def extract(step) -> dict[str, list[str]]:
 async def enrich(step, *, index: int, total: int) -> dict[str, Any]:
     name = step.input
     _stage(step, "enriching", f"{name} ({index + 1}/{total})")
-    async with http.client() as client:
+    async with http.client_for("crm") as client:
         record = await crm.find_company(client, name)
     company = {"name": name, "found": record is not None, "crm": record}
     step.state["companies"] = [*step.state["companies"][:index], company]
@@ -135,7 +135,7 @@ async def summarize(step, *, transcript: str) -> str:
     messages = prompts.summarize_messages(
         facts["title"], transcript, facts["actionItems"], facts["companies"]
     )
-    async with http.client() as client:
+    async with http.client_for("model") as client:
         completion = await model.complete(client, messages)
     step.meta["usage"] = completion.usage
     step.meta["gen_ai"] = completion.gen_ai()
@@ -149,7 +149,7 @@ async def summarize(step, *, transcript: str) -> str:
 async def publish(step, *, body: str) -> dict[str, Any]:
     title = step.input
     _stage(step, "publishing", title)
-    async with http.client() as client:
+    async with http.client_for("cms") as client:
         # The step's idempotency key: a retry after a lost response, or a rerun after a crash, gets
         # the same post back; an operator's replay of this step (or an earlier one) posts anew.
         post = await cms.publish_post(client, title=title, body=body, idempotency_key=step.idempotency_key)

@@ -33,6 +33,12 @@ COMMIT_HOOKS (default `[]`)
     `"inspector.live.on_commit"` pokes the inspector's live pages through the channel layer: set
     it with a cross-process layer (channels-redis); with the in-memory layer a poke never leaves
     the runner's process, so it is useless there.
+RUNNER_LIFESPAN (default `[]`)
+    Dotted paths of zero-argument callables returning an async context manager that
+    `runworkflows` enters before its runner's first claim and exits after the runner stopped and
+    drained (ASGI's lifespan, for a runner): resources its steps share for the runner's life,
+    such as HTTP clients whose connections outlive one step. The runner's tasks start inside it,
+    so a context variable it sets is seen by every step the runner executes.
 OBSERVERS (default: the activity log lines, the OpenTelemetry spans and the Prometheus metrics, see
     DEFAULT_OBSERVERS)
     Dotted paths of `workflows.engine.observers.Observer` instances (or zero-argument callables
@@ -109,6 +115,7 @@ READ_DATABASE (default `None`: the default database)
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -140,6 +147,7 @@ DEFAULTS: dict[str, Any] = {
     "CLOCK": "database",
     "STALL_CHECK": True,
     "COMMIT_HOOKS": [],
+    "RUNNER_LIFESPAN": [],
     "OBSERVERS": DEFAULT_OBSERVERS,
     "TRACE_URL": None,
     "METRICS_TOKEN": None,
@@ -243,6 +251,11 @@ def default_store() -> DjangoStore:
 def commit_hooks() -> list[Callable[[str, Commit], Awaitable[None]]]:
     """The async `hook(run_id, commit)` callables named by WORKFLOWS["COMMIT_HOOKS"]."""
     return [import_string(path) for path in get("COMMIT_HOOKS")]
+
+
+def runner_lifespans() -> list[Callable[[], AbstractAsyncContextManager[Any]]]:
+    """The async context manager factories named by WORKFLOWS["RUNNER_LIFESPAN"]."""
+    return [import_string(path) for path in get("RUNNER_LIFESPAN")]
 
 
 def observers() -> list[Observer]:

@@ -1,6 +1,7 @@
 """`python manage.py runworkflows`: builds a Runner and runs it until SIGTERM/SIGINT."""
 
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import signal
@@ -91,7 +92,10 @@ class Command(BaseCommand):
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, runner.request_stop)
-            await runner.run(until_idle=until_idle)
+            async with contextlib.AsyncExitStack() as lifespan:  # WORKFLOWS["RUNNER_LIFESPAN"]
+                for enter in conf.runner_lifespans():
+                    await lifespan.enter_async_context(enter())
+                await runner.run(until_idle=until_idle)
 
         try:
             asyncio.run(main())
