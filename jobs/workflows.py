@@ -193,6 +193,7 @@ def on_repair(c, repair) -> None:
     step starts, a retry now says which step tries again."""
     c.state["error"] = None
     if repair.action == "replay":
+        forget_from(c.state, repair.step)
         c.state["stage"] = "queued"
         detail = f"replay from {repair.step} accepted; waiting for a runner"
     else:
@@ -200,6 +201,32 @@ def on_repair(c, repair) -> None:
         c.state["stage"] = stage if stage != "failed" else c.state.get("stage") or "queued"
         detail = f"{repair.step}: retrying now (operator)"
     c.broadcast("progress", {"stage": c.state["stage"], "detail": detail})
+
+
+# The entries of aiJob and reviewedBrief in the order they run, with the state keys each step
+# writes and their value before it ran: a replay from one forgets what it and the later ones wrote.
+WRITES: tuple[tuple[str, str | None, Any], ...] = (
+    ("wait-start", None, None), ("extract", "extracted", None), ("enrich-", "companies", []),
+    ("summarize", "summary", None), ("request-approval", None, None), ("wait-approval", None, None),
+    ("escalate", "escalated", False), ("wait-escalated-approval", None, None),
+    ("record-decision", "review", None), ("publish", "url", None),
+)  # fmt: skip
+
+
+def forget_from(state: dict[str, Any], step: str) -> None:
+    """Forget the results of `step` and of the steps after it (a replay runs them again): the old
+    brief and URL must not read as the job's current ones. The CRM lookups before `enrich-<i>` stay."""
+    name = "enrich-" if step.startswith("enrich-") else step
+    first = next((i for i, (entry, _, _) in enumerate(WRITES) if entry == name), None)
+    if first is None:
+        return
+    kept = state.get("companies") or []
+    for _, key, before in WRITES[first:]:
+        if key is not None and key in state:
+            state[key] = before
+    index = step.removeprefix("enrich-")
+    if name == "enrich-" and index.isdigit():
+        state["companies"] = kept[: int(index)]
 
 
 def _mark_failed(c, detail: str) -> None:
