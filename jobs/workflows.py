@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs import prompts
+from jobs.now import live_labels, stage_of
 from jobs.schemas import InvoiceOrder, JobStart
 from jobs.services import cms, crm, http, model
 from workflows import OPERATOR, CriticalError, event, format_duration, queue, setup, workflow
@@ -161,14 +162,6 @@ async def publish(step, *, body: str) -> dict[str, Any]:
 # --- failures -------------------------------------------------------------------------------------
 
 
-def stage_of(step_name: str) -> str:
-    if step_name.startswith("enrich-"):
-        return "enriching"
-    return {"extract": "extracting", "summarize": "summarizing", "publish": "publishing"}.get(
-        step_name, "failed"
-    )
-
-
 def on_error(c, event) -> None:
     """Say what went wrong on every failed attempt; mark the job failed when no retry is left."""
     if event.step is not None:
@@ -244,6 +237,7 @@ ai_job = workflow(
     on_error=on_error,
     on_repair=on_repair,
     labels=("title", "stage"),  # how the inspector and the dashboard name a job
+    live_labels=live_labels,  # the stage now, as GET /jobs/{id} says it (a running step's too)
     calls_out=CALLS_OUT,  # the replay confirmation says which of these run again
 )
 
@@ -318,6 +312,7 @@ reviewed_brief = workflow(
     on_error=on_error,
     on_repair=on_repair,
     labels=("title", "stage"),
+    live_labels=live_labels,
     calls_out=CALLS_OUT,
 )
 
