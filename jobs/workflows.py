@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs import prompts
+from jobs.now import live_labels, stage_of
 from jobs.schemas import InvoiceOrder, JobStart
 from jobs.services import cms, crm, http, model
 from workflows import OPERATOR, CriticalError, event, format_duration, queue, setup, workflow
@@ -161,14 +162,6 @@ async def publish(step, *, body: str) -> dict[str, Any]:
 # --- failures -------------------------------------------------------------------------------------
 
 
-def stage_of(step_name: str) -> str:
-    if step_name.startswith("enrich-"):
-        return "enriching"
-    return {"extract": "extracting", "summarize": "summarizing", "publish": "publishing"}.get(
-        step_name, "failed"
-    )
-
-
 def on_error(c, event) -> None:
     """Say what went wrong on every failed attempt; mark the job failed when no retry is left."""
     if event.step is not None:
@@ -193,6 +186,7 @@ def on_repair(c, repair) -> None:
     step starts, a retry now says which step tries again."""
     c.state["error"] = None
     if repair.action == "replay":
+        forget_from(c.state, repair.step)
         c.state["stage"] = "queued"
         detail = f"replay from {repair.step} accepted; waiting for a runner"
     else:
@@ -200,6 +194,32 @@ def on_repair(c, repair) -> None:
         c.state["stage"] = stage if stage != "failed" else c.state.get("stage") or "queued"
         detail = f"{repair.step}: retrying now (operator)"
     c.broadcast("progress", {"stage": c.state["stage"], "detail": detail})
+
+
+# The entries of aiJob and reviewedBrief in the order they run, with the state keys each step
+# writes and their value before it ran: a replay from one forgets what it and the later ones wrote.
+WRITES: tuple[tuple[str, str | None, Any], ...] = (
+    ("wait-start", None, None), ("extract", "extracted", None), ("enrich-", "companies", []),
+    ("summarize", "summary", None), ("request-approval", None, None), ("wait-approval", None, None),
+    ("escalate", "escalated", False), ("wait-escalated-approval", None, None),
+    ("record-decision", "review", None), ("publish", "url", None),
+)  # fmt: skip
+
+
+def forget_from(state: dict[str, Any], step: str) -> None:
+    """Forget the results of `step` and of the steps after it (a replay runs them again): the old
+    brief and URL must not read as the job's current ones. The CRM lookups before `enrich-<i>` stay."""
+    name = "enrich-" if step.startswith("enrich-") else step
+    first = next((i for i, (entry, _, _) in enumerate(WRITES) if entry == name), None)
+    if first is None:
+        return
+    kept = state.get("companies") or []
+    for _, key, before in WRITES[first:]:
+        if key is not None and key in state:
+            state[key] = before
+    index = step.removeprefix("enrich-")
+    if name == "enrich-" and index.isdigit():
+        state["companies"] = kept[: int(index)]
 
 
 def _mark_failed(c, detail: str) -> None:
@@ -217,6 +237,7 @@ ai_job = workflow(
     on_error=on_error,
     on_repair=on_repair,
     labels=("title", "stage"),  # how the inspector and the dashboard name a job
+    live_labels=live_labels,  # the stage now, as GET /jobs/{id} says it (a running step's too)
     calls_out=CALLS_OUT,  # the replay confirmation says which of these run again
 )
 
@@ -291,6 +312,7 @@ reviewed_brief = workflow(
     on_error=on_error,
     on_repair=on_repair,
     labels=("title", "stage"),
+    live_labels=live_labels,
     calls_out=CALLS_OUT,
 )
 

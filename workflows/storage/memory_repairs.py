@@ -10,6 +10,7 @@ from ..core import repair_rules
 from ..core.exceptions import BadInput
 from ..core.jsonvalue import normalize
 from ..core.records import (
+    CHILD_QUEUE_PREFIX,
     NOT_EDITED,
     Audit,
     AuditAction,
@@ -27,7 +28,14 @@ class MemoryRepairs(MemoryData):
     """Operators' repairs, each with its audit entry."""
 
     def replay(
-        self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime, input: Any = NOT_EDITED
+        self,
+        run_id: str,
+        entry_id: int,
+        *,
+        audit: Audit,
+        now: dt.datetime,
+        input: Any = NOT_EDITED,
+        redeliver: bool = True,
     ) -> RunRecord:
         if input is not NOT_EDITED:  # refused before anything changes (this store has no rollback)
             input = normalize(input, "the edited input")
@@ -44,6 +52,13 @@ class MemoryRepairs(MemoryData):
                  and e.position >= first.position),
                 key=lambda e: e.position,
             )  # fmt: skip
+            doomed_ids = {e.id for e in doomed}
+            if redeliver and any(
+                by in doomed_ids and not self.messages[m].queue.startswith(CHILD_QUEUE_PREFIX)
+                for m, by in self.consumed_by.items()
+            ):
+                # The in-memory store is going away: it has no twin of the Django store's re-delivery.
+                raise NotImplementedError("the in-memory store does not re-deliver consumed messages")
             self.superseded_ids.update(e.id for e in doomed)
             details: dict[str, Any] = {
                 "from_entry": first.id, "from_step": first.name, "superseded": [e.id for e in doomed]
