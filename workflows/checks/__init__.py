@@ -18,6 +18,9 @@ Settings (`settings.WORKFLOWS`, see workflows/conf.py):
                     may be None: no limit)
     workflows.E022  CLOCK is not "database" or "local"
     workflows.W005  CLOCK is "local" or STALL_CHECK is off: a multi-host protection is switched off
+    workflows.E023  CONNECTOR names no connector, or one for another database
+    workflows.W006  a retired key (ASYNC_COMMITS, GROUP_COMMIT, ASYNC_CLAIMS) is set: it is
+                    ignored; CONNECTOR replaces it
     workflows.W001  an old flat setting (WORKFLOWS_REGISTRIES, ...) is set: it is no longer read
     workflows.W002  REGISTRIES is empty and no TASKS backend is a DurableBackend: nothing to run
 Metrics:
@@ -54,6 +57,7 @@ from ..engine.registry import Registry
 from .base import DOCS, TAG
 from .database import check_sqlite, runner_pool_size_needed, runner_pool_too_small, sqlite_shared_runners
 from .inspector import check_inspector
+from .storage import check_store_settings
 
 OLD_NAMES = {
     "WORKFLOWS_REGISTRIES": "REGISTRIES",
@@ -91,7 +95,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
         ]
     errors: list[checks.CheckMessage] = []
-    unknown = sorted(str(k) for k in raw if k not in conf.DEFAULTS)
+    unknown = sorted(str(k) for k in raw if k not in conf.DEFAULTS and k not in conf.RETIRED)
     if unknown:
         errors.append(
             checks.Error(
@@ -120,6 +124,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
         )
     errors += _check_protections(raw)
+    errors += check_store_settings(raw)
     trace_url = raw.get("TRACE_URL")
     if trace_url is not None and not (
         isinstance(trace_url, str)
