@@ -3,6 +3,7 @@
 import asyncio
 import contextlib
 import datetime as dt
+import logging
 import os
 import signal
 import time
@@ -18,6 +19,8 @@ from workflows.http import metrics as metrics_endpoint
 from workflows.storage.django import DjangoStore
 from workflows.storage.django.prune import prune_in_own_thread
 from workflows.telemetry import metrics
+
+logger = logging.getLogger("workflows.engine.runner")  # beside the runner's own "started" line
 
 
 class Command(BaseCommand):
@@ -74,6 +77,7 @@ class Command(BaseCommand):
             except OSError as exc:
                 raise CommandError(f"cannot serve metrics on {metrics_addr}:{metrics_port}: {exc}") from exc
         store = DjangoStore(db_threads=threads)
+        logger.info('store: the %s connector (WORKFLOWS["CONNECTOR"])', type(store.connector).__name__)
         tally = Tally() if until_idle else None
         started = time.monotonic()
         runner = Runner(
