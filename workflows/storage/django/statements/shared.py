@@ -14,6 +14,7 @@ from ....core.records import LIVE, TERMINAL, AttemptWrite, Commit, EntryWrite, R
 from ..values import j, marks, pg, rid, t
 
 SELECT_RUN = "SELECT {columns} FROM workflows_run WHERE id = %s"
+SELECT_RUN_BY_KEY = "SELECT {columns} FROM workflows_run WHERE workflow = %s AND key_hash = %s"
 SELECT_HISTORY = (
     "SELECT {columns} FROM workflows_entry WHERE run_id = %s AND NOT superseded ORDER BY scope, position"
 )
