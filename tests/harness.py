@@ -1,19 +1,23 @@
 """The engine's tests over the real store (`DjangoStore`) on the test database (SQLite, or
-PostgreSQL with DATABASE_URL), with a clock that skips ahead: the `h` fixture of tests/unit and
-tests/integration, and what those tests read of the tables."""
+PostgreSQL with DATABASE_URL), with a clock that skips ahead, and what those tests read of the
+tables. Two ways to run it: `h` (tests/unit), every call on the test's own connection inside the
+test's transaction, rolled back at its end; `threaded_h` (the `h` of tests/integration), calls
+in Django's database thread as a web process makes them, the rows committed and the tables
+flushed after the test (for tests that need a second connection to see them)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 
 import pytest
+from django.db import connections
 
 from workflows.core.clock import FakeClock
 from workflows.engine.client import WorkflowClient
 from workflows.engine.registry import Registry
 from workflows.models import Entry, Message, Run
 from workflows.storage.django import DjangoStore
+from workflows.storage.django.reconnect import reconnecting
 from workflows.testing import arun_until_idle
 
 
@@ -27,11 +31,19 @@ class CountingStore(DjangoStore):
         return super().commit(**kwargs)
 
 
+class InLoopStore(CountingStore):
+    """Its calls made right here on the event loop's thread, one at a time: on the test's own
+    connection, inside the test's transaction (rolled back at its end: no table to flush)."""
+
+    async def run_sync(self, fn, *args, **kwargs):
+        return reconnecting(fn)(*args, **kwargs)
+
+
 class Harness:
     """What the engine tests need of a store, besides the Store interface itself."""
 
-    def __init__(self) -> None:
-        self.store = CountingStore()
+    def __init__(self, store: CountingStore) -> None:
+        self.store = store
         self.clock = FakeClock(dt.datetime.now(dt.UTC))
 
     def client(self, registry: Registry, name: str) -> WorkflowClient:
@@ -57,25 +69,32 @@ class Harness:
 
 
 @pytest.fixture
-def engine_db(transactional_db):
-    """The test database as the engine's tests use it. The store runs its calls in Django's
-    database thread (its own connection, so the test's rows must be committed: transactional_db);
-    an async test reads the tables from the event loop's thread, which Django allows only with
-    DJANGO_ALLOW_ASYNC_UNSAFE."""
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "1"
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+def engine_db(transactional_db, monkeypatch):
+    """The test database for the store's calls in Django's database thread (its own connection,
+    so the rows are committed: transactional_db), the test reading the tables from the event
+    loop's thread, which Django allows only with DJANGO_ALLOW_ASYNC_UNSAFE."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")
 
 
 @pytest.fixture
-def h(engine_db) -> Harness:
-    return Harness()
+def transaction_connection(db):
+    """The connection that holds the test's transaction (the main thread's)."""
+    return connections["default"]
+
+
+@pytest.fixture
+async def h(transaction_connection, monkeypatch) -> Harness:
+    """The harness, its store's calls and the test's reads on the test's connection: in an event
+    loop Django gives each asyncio context a connection of its own, so the test's context (which
+    its tasks inherit) is given the one holding the test's transaction."""
+    connections["default"] = transaction_connection
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")  # ORM calls on the loop's thread
+    return Harness(InLoopStore())
+
+
+@pytest.fixture
+def threaded_h(engine_db) -> Harness:
+    return Harness(CountingStore())
 
 
 @pytest.fixture

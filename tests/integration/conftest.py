@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness import django_store, engine_db, h
+from tests.harness import Harness, django_store, engine_db, threaded_h
 from workflows.storage.django import DjangoStore
 
-__all__ = ["django_store", "engine_db", "h"]
+__all__ = ["django_store", "engine_db", "threaded_h"]
+
+
+@pytest.fixture
+def h(threaded_h) -> Harness:
+    """Here the store's calls run in Django's database thread, the rows committed: these tests
+    look at them from other connections (a step's thread, a runner's, the inspector's)."""
+    return threaded_h
 
 
 @pytest.fixture
