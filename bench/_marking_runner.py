@@ -59,6 +59,9 @@ def main() -> None:
     from django.conf import settings
 
     # WORKFLOWS keys overridden for this runner, as bench/_runner_with.py does
+    from bench._connectors import register
+
+    register()
     settings.WORKFLOWS = {**settings.WORKFLOWS, **json.loads(os.environ.get("BENCH_WORKFLOWS") or "{}")}
     from workflows.engine.execution import Execution
     from workflows.storage.django import DjangoStore

@@ -1,7 +1,8 @@
 """`manage.py runworkflows` with `WORKFLOWS` keys overridden from $BENCH_WORKFLOWS (a JSON object),
-so a bench can run the same workload with a setting on and off (`bench/hot_path.py`).
+so a bench can run the same workload with a setting on and off, or through another connector
+(`bench/hot_path.py`; the bench-only connector names of `bench/_connectors.py` are known here).
 
-    BENCH_WORKFLOWS='{"GROUP_COMMIT": false}' python bench/_runner_with.py --concurrency 20
+    BENCH_WORKFLOWS='{"CONNECTOR": "postgres-threads"}' python bench/_runner_with.py --concurrency 20
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ def main() -> None:
     from django.conf import settings
 
     django.setup()
+    from bench._connectors import register
+
+    register()
     settings.WORKFLOWS = {**settings.WORKFLOWS, **json.loads(os.environ.get("BENCH_WORKFLOWS") or "{}")}
     from django.core.management import execute_from_command_line
 

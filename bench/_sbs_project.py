@@ -93,10 +93,11 @@ async def _runs(plan: list[tuple[str, str, str]]) -> list[tuple[str, str, float,
                 raise RuntimeError(f"{workflow} ended {info.status}")
             out.append((workflow, way, t1 - t0, store.completed[handle.run_id] - t0))
     finally:
-        if COUNTING and isinstance(store._group, AsyncCommits):  # sent on its own connection,
-            STATEMENTS["all"] += store._group.statements  # which Django's wrappers never see
-        if COUNTING and store._reads is not None:  # claims, starts and reads: the same
-            STATEMENTS["all"] += store._reads.statements
+        group, reads = getattr(store.connector, "group", None), getattr(store.connector, "reads", None)
+        if COUNTING and isinstance(group, AsyncCommits):  # sent on its own connection,
+            STATEMENTS["all"] += group.statements  # which Django's wrappers never see
+        if COUNTING and reads is not None:  # claims, starts and reads: the same
+            STATEMENTS["all"] += reads.statements
         store.close()
     return out
 
@@ -266,15 +267,18 @@ def main() -> None:
     parser.add_argument(
         "--thread-commits",
         action="store_true",
-        help='WORKFLOWS["ASYNC_COMMITS"] off: every commit through the database threads',
+        help='every commit through the database threads (WORKFLOWS["CONNECTOR"] "threads" on SQLite, '
+        '"postgres-threads" on PostgreSQL)',
     )
     args = parser.parse_args()
     sizes = json.loads(args.sizes)
     setup_django()
     if args.thread_commits:
         from django.conf import settings
+        from django.db import connection
 
-        settings.WORKFLOWS = {**settings.WORKFLOWS, "ASYNC_COMMITS": False}
+        through_threads = "threads" if connection.vendor == "sqlite" else "postgres-threads"
+        settings.WORKFLOWS = {**settings.WORKFLOWS, "CONNECTOR": through_threads}
     if args.in_process_only:  # bench/side_by_side_sqlite.py
         progress(f"project: in-process 0-step and 10-step runs ({sizes['ten']} each)")
         Path(args.out).write_text(json.dumps(in_process(sizes["ten"]), indent=2, default=str))

@@ -9,14 +9,17 @@ timed test.
    history read through the real DjangoStore in this process, alternately with the setting on and
    off (one call each in turn), median ms per call.
 2. A lone step commit from the event loop through a runner's store, three ways alternately (one
-   commit each in turn): on the store's async connection (WORKFLOWS["ASYNC_COMMITS"], as now),
-   through a database thread with the group queue (ASYNC_COMMITS off), and through a thread
-   directly (GROUP_COMMIT off too): what the hop and the queue cost when there is nothing to group.
+   commit each in turn), one store per connector: on the store's async connection
+   (`PostgresLoop`, as now), through a database thread with the group queue
+   (`PostgresThreads`), and through a thread directly (`Threads`): what the hop and the queue
+   cost when there is nothing to group.
 3. The hop to a database thread: `SELECT 1` from the event loop through the store's thread, and on
    psycopg's async connection (no hop), alternately: the cost of a direction not taken yet.
 4. Under load: N runs x 10 steps drained by 2 `runworkflows --concurrency 20` processes, in
-   alternate rounds: commits on the async connection with group commit (as now), on it without
-   group commit, and through the database threads with group commit (ASYNC_COMMITS off): steps/s
+   alternate rounds, each with its WORKFLOWS["CONNECTOR"]: commits on the async connection with
+   group commit ("postgres-loop", as now), on it without group commit ("postgres-loop-alone",
+   bench/_connectors.py), and through the database threads with group commit
+   ("postgres-threads"): steps/s
    (from the steps' own timestamps), the runners' CPU per step, and step commits per statement.
 5. A claim of 1 run and of 20 over a due backlog of 100, 1,000 and 10,000 runs of 3 workflows (analyzed,
    the claimed runs put back untimed after each claim), three ways alternately: as before (one
@@ -130,26 +133,17 @@ def prepared(calls: int) -> dict[str, dict[str, float]]:
     return {name: {"on": _median_ms(t[True]), "off": _median_ms(t[False])} for name, t in times.items()}
 
 
-LONE_WAYS = {  # label: the settings its store is built with
-    "async connection": {"ASYNC_COMMITS": True, "GROUP_COMMIT": True},
-    "thread, group queue": {"ASYNC_COMMITS": False, "GROUP_COMMIT": True},
-    "thread, direct": {"ASYNC_COMMITS": False, "GROUP_COMMIT": False},
+LONE_WAYS = {  # label: the connector its store is built with
+    "async connection": "postgres-loop",
+    "thread, group queue": "postgres-threads",
+    "thread, direct": "threads",
 }
 
 
 async def _lone_commits(calls: int, runs: list[Any]) -> dict[str, float]:
-    from django.conf import settings
-
     from workflows.storage.django import DjangoStore
 
-    base = dict(settings.WORKFLOWS)
-    stores = {}
-    try:
-        for label, ways in LONE_WAYS.items():
-            settings.WORKFLOWS = {**base, **ways}
-            stores[label] = DjangoStore(db_threads=4)
-    finally:
-        settings.WORKFLOWS = base
+    stores = {label: DjangoStore(db_threads=4, connector=name) for label, name in LONE_WAYS.items()}
     times: dict[str, list[float]] = {label: [] for label in LONE_WAYS}
     try:
         for position in range(calls):
@@ -284,9 +278,9 @@ def driver_waits(calls: int) -> dict[str, dict[str, float]]:
 
 
 LOAD_WAYS = {  # label: the runners' settings
-    "async connection, group commit": {"ASYNC_COMMITS": True, "GROUP_COMMIT": True},
-    "async connection alone": {"ASYNC_COMMITS": True, "GROUP_COMMIT": False},
-    "threads, group commit": {"ASYNC_COMMITS": False, "GROUP_COMMIT": True},
+    "async connection, group commit": {"CONNECTOR": "postgres-loop"},
+    "async connection alone": {"CONNECTOR": "postgres-loop-alone"},  # bench/_connectors.py
+    "threads, group commit": {"CONNECTOR": "postgres-threads"},
 }
 
 

@@ -13,8 +13,9 @@ Every phase is printed as the median, p90 and p99 of when it ended, in ms after 
 and the median and p90 of how long it took: the send returning, the runner's NOTIFY arriving, the
 claim, the resumed run's read (history and messages), the execution starting, and the first step
 starting. Two ways, one runner process each, one after the other: the claim and the read sent
-from the runner's event loop (WORKFLOWS["ASYNC_CLAIMS"], as now), and through its database
-threads (ASYNC_CLAIMS off), where the time spent in the thread is shown apart.
+from the runner's event loop (WORKFLOWS["CONNECTOR"] "postgres-loop", as now), and through its
+database threads ("postgres-loop-thread-reads", bench/_connectors.py: the step commits still from
+the loop), where the time spent in the thread is shown apart.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ PHASES = [
 
 IN_A_THREAD = {"claim<", "load_resume<"}
 WAYS = {
-    "claim and read from the event loop": {"ASYNC_CLAIMS": True},
-    "claim and read through the database threads": {"ASYNC_CLAIMS": False},
+    "claim and read from the event loop": {"CONNECTOR": "postgres-loop"},
+    "claim and read through the database threads": {"CONNECTOR": "postgres-loop-thread-reads"},
 }
 
 
@@ -63,7 +64,7 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(sends: int, settings: dict[str, bool], name: str) -> list[dict[str, float]]:
+def measure(sends: int, settings: dict[str, str], name: str) -> list[dict[str, float]]:
     """Per send: each mark's time in seconds after the send began (the first of each kind that
     came after it)."""
     from bench._procs import RunnerProcess

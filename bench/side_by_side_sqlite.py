@@ -18,7 +18,7 @@ Three systems per round, because the two do not ask the same of the disk:
   if the machine loses power or its OS crashes; no commit waits for the disk;
 - project, SQLITE_SYNCHRONOUS=FULL: WAL with every commit waiting for the disk, as durable as DBOS.
 A runner writes its step commits from its event loop (`workflows/storage/django/sqlite_loop.py`);
-`--thread-commits` adds both project systems again with WORKFLOWS["ASYNC_COMMITS"] off, every
+`--thread-commits` adds both project systems again with WORKFLOWS["CONNECTOR"] = "threads", every
 commit through the database thread, as before that path existed.
 DBOS runs `DBOS.start_workflow(wf)` then `handle.get_result()` in its own child process; the
 project `runner.start(...)` then `runner.executed(...)` in a Django child process
@@ -54,7 +54,7 @@ PROJECT_REGISTRIES = "bench.flows.registry,bench._sbs_flows.registry"
 FLOOR_INSERTS = 500
 # (label, SQLITE_SYNCHRONOUS for the project; None: DBOS)
 SYSTEMS = (("DBOS", None), ("project", "NORMAL"), ("project, FULL", "FULL"))
-# --thread-commits adds these: the project with WORKFLOWS["ASYNC_COMMITS"] off, every step's
+# --thread-commits adds these: the project with WORKFLOWS["CONNECTOR"] "threads", every step's
 # commit through its database thread rather than from its event loop (`sqlite_loop`)
 THREAD_SYSTEMS = (("project, thread", "NORMAL"), ("project, FULL, thread", "FULL"))
 
@@ -171,7 +171,7 @@ def main() -> None:
     parser.add_argument(
         "--thread-commits",
         action="store_true",
-        help="also the project with every commit through its database thread (ASYNC_COMMITS off)",
+        help="also the project with every commit through its database thread (CONNECTOR 'threads')",
     )
     args = parser.parse_args()
     with_dbos = not args.no_dbos and importlib.util.find_spec("dbos") is not None

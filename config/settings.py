@@ -201,6 +201,9 @@ WORKFLOWS = {
     # pokes live consumers through the channel layer; without Redis a poke cannot leave the
     # runner's process (consumers then re-read the database every 0.5 s), so none is sent.
     "COMMIT_HOOKS": ["inspector.live.on_commit"] if REDIS_URL else [],
+    # Entered around each runner's life: the example's model, CRM and CMS clients, one per service,
+    # keep their connections between steps (see jobs/services/http.py).
+    "RUNNER_LIFESPAN": ["jobs.services.http.service_clients"],
     # Who may follow a run's WebSocket: "token" (a session with workflows.view_run, or the signed
     # token /jobs hands out), "session" or "open" (anyone with the run id). See inspector/access.py.
     "RUN_STREAM_AUTH": os.environ.get("WORKFLOWS_RUN_STREAM_AUTH", "token"),

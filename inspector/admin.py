@@ -101,6 +101,11 @@ class RunAdmin(ReadsListsFromReplica, admin.ModelAdmin):
     def get_queryset(self, request):
         return live.with_progress(super().get_queryset(request))
 
+    def get_changelist_instance(self, request):
+        changelist = super().get_changelist_instance(request)
+        declarations.label_runs(list(changelist.result_list))  # once per page, not per row
+        return changelist
+
     def changelist_view(self, request, extra_context=None):
         title = "Failed runs" if request.GET.get("status__exact") == "failed" else "Runs"
         # Ten columns and the filters fit a 1280 px window only without the admin's nav sidebar.

@@ -100,7 +100,7 @@ def decide_view(model_admin: Any, request: HttpRequest, run_id: str, queue: str)
         f"Decide: {queue}",
         queue=queue,
         reviewed=declarations.reviewed(definition, queue, run.state),
-        labels=declarations.labels_of(definition, run.state),
+        labels=declarations.run_labels(run),
         buttons=buttons,
         note_key=spec.note,
         form=form,

@@ -54,6 +54,9 @@ class JSONText(forms.CharField):
 class ReplayForm(WhyForm):
     edit_input = forms.BooleanField(required=False, label="Rerun the step with an edited input")
     input = JSONText(required=False, label="Input (JSON)")
+    wait_for_new = forms.BooleanField(
+        required=False, label="Wait for new messages instead (do not deliver the consumed ones again)"
+    )
 
 
 class SendForm(WhyForm):

@@ -10,11 +10,12 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from workflows import TERMINAL, BadInput, EntryStatus, RunNotFound, RunRecord, RunStatus, WorkflowClient
+from workflows import BadInput, RunNotFound, RunRecord, WorkflowClient
 from workflows.http import quoted
-from workflows.models import ApiKey, Entry, Event
+from workflows.models import ApiKey
 
 from .models import IdempotencyKey, JobOwner
+from .now import jobs_now
 
 WORKFLOW = "aiJob"
 
@@ -84,8 +85,12 @@ def job_submit(
 
 
 def _start_job(job_id: str, body: dict[str, Any], priority: int) -> Submitted:
-    """The job's run with its start message, stored together (a new key: always created)."""
-    handle = jobs_client().get_or_create([job_id], priority=priority, message=("start", body))
+    """The job's run with its start message and its title, stored together (a new key: always
+    created)."""
+    # The title in the state from the start: the lists name the job before its first step succeeds.
+    handle = jobs_client().get_or_create(
+        [job_id], priority=priority, message=("start", body), state={"title": body.get("title")}
+    )
     return Submitted(job_id=job_id, created=True, run_id=handle.run_id)
 
 
@@ -115,25 +120,7 @@ def job_view(job_id: str, run: RunRecord) -> dict[str, Any]:
 
 
 def job_now(run: RunRecord) -> dict[str, Any]:
-    """What is happening to the job now: `stage` and `detail` of its latest progress event, or of
-    the step running now when that started after it; `nextAttemptAt` when a step waits to retry."""
-    from .workflows import stage_of
-
-    latest = (
-        Event.objects.filter(run_id=run.id, name="progress").order_by("-id").values("payload", "created_at")
-    ).first()
-    payload = latest["payload"] if latest and isinstance(latest["payload"], dict) else {}
-    stage, detail = payload.get("stage") or run.state.get("stage"), payload.get("detail")
-    current = Entry.objects.filter(run_id=run.id, superseded=False, kind=Entry.Kind.STEP)
-    running = current.filter(status=EntryStatus.RUNNING).order_by("-id").first()
-    if running is not None and (
-        latest is None or (running.started_at or latest["created_at"]) > latest["created_at"]
-    ):
-        step_stage = stage_of(running.name)
-        stage = step_stage if step_stage != "failed" else stage
-        detail = f"{running.name} is running"
-    retrying = current.filter(status=EntryStatus.RETRYING).exclude(wake_at=None).order_by("wake_at").first()
-    next_attempt = retrying.wake_at if retrying is not None and run.status not in TERMINAL else None
-    if run.status == RunStatus.CANCELLED:  # whatever it was doing, it does no more
-        detail = f"cancelled; {retrying.name} will not be retried" if retrying is not None else "cancelled"
-    return {"stage": stage, "detail": detail, "nextAttemptAt": next_attempt}
+    """What is happening to the job now (`jobs.now`, the one reading the inspector's labels share):
+    `stage`, `detail`, and `nextAttemptAt` when a step waits to retry."""
+    now = jobs_now([run])[str(run.id)]
+    return {"stage": now.stage, "detail": now.detail, "nextAttemptAt": now.next_attempt_at}

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs import prompts
+from jobs.now import live_labels, stage_of
 from jobs.schemas import InvoiceOrder, JobStart
 from jobs.services import cms, crm, http, model
 from workflows import OPERATOR, CriticalError, event, format_duration, queue, setup, workflow
@@ -108,7 +109,7 @@ def _stage(step, stage: str, detail: str | None = None) -> None:
 async def extract(step) -> dict[str, list[str]]:
     _stage(step, "extracting")
     title, transcript = step.input["title"], step.input["transcript"]
-    async with http.client() as client:
+    async with http.client_for("model") as client:
         completion = await model.complete(
             client, prompts.extract_messages(title, transcript), json_object=True
         )
@@ -122,7 +123,7 @@ async def extract(step) -> dict[str, list[str]]:
 async def enrich(step, *, index: int, total: int) -> dict[str, Any]:
     name = step.input
     _stage(step, "enriching", f"{name} ({index + 1}/{total})")
-    async with http.client() as client:
+    async with http.client_for("crm") as client:
         record = await crm.find_company(client, name)
     company = {"name": name, "found": record is not None, "crm": record}
     step.state["companies"] = [*step.state["companies"][:index], company]
@@ -135,7 +136,7 @@ async def summarize(step, *, transcript: str) -> str:
     messages = prompts.summarize_messages(
         facts["title"], transcript, facts["actionItems"], facts["companies"]
     )
-    async with http.client() as client:
+    async with http.client_for("model") as client:
         completion = await model.complete(client, messages)
     step.meta["usage"] = completion.usage
     step.meta["gen_ai"] = completion.gen_ai()
@@ -149,7 +150,7 @@ async def summarize(step, *, transcript: str) -> str:
 async def publish(step, *, body: str) -> dict[str, Any]:
     title = step.input
     _stage(step, "publishing", title)
-    async with http.client() as client:
+    async with http.client_for("cms") as client:
         # The step's idempotency key: a retry after a lost response, or a rerun after a crash, gets
         # the same post back; an operator's replay of this step (or an earlier one) posts anew.
         post = await cms.publish_post(client, title=title, body=body, idempotency_key=step.idempotency_key)
@@ -159,14 +160,6 @@ async def publish(step, *, body: str) -> dict[str, Any]:
 
 
 # --- failures -------------------------------------------------------------------------------------
-
-
-def stage_of(step_name: str) -> str:
-    if step_name.startswith("enrich-"):
-        return "enriching"
-    return {"extract": "extracting", "summarize": "summarizing", "publish": "publishing"}.get(
-        step_name, "failed"
-    )
 
 
 def on_error(c, event) -> None:
@@ -193,6 +186,7 @@ def on_repair(c, repair) -> None:
     step starts, a retry now says which step tries again."""
     c.state["error"] = None
     if repair.action == "replay":
+        forget_from(c.state, repair.step)
         c.state["stage"] = "queued"
         detail = f"replay from {repair.step} accepted; waiting for a runner"
     else:
@@ -200,6 +194,32 @@ def on_repair(c, repair) -> None:
         c.state["stage"] = stage if stage != "failed" else c.state.get("stage") or "queued"
         detail = f"{repair.step}: retrying now (operator)"
     c.broadcast("progress", {"stage": c.state["stage"], "detail": detail})
+
+
+# The entries of aiJob and reviewedBrief in the order they run, with the state keys each step
+# writes and their value before it ran: a replay from one forgets what it and the later ones wrote.
+WRITES: tuple[tuple[str, str | None, Any], ...] = (
+    ("wait-start", None, None), ("extract", "extracted", None), ("enrich-", "companies", []),
+    ("summarize", "summary", None), ("request-approval", None, None), ("wait-approval", None, None),
+    ("escalate", "escalated", False), ("wait-escalated-approval", None, None),
+    ("record-decision", "review", None), ("publish", "url", None),
+)  # fmt: skip
+
+
+def forget_from(state: dict[str, Any], step: str) -> None:
+    """Forget the results of `step` and of the steps after it (a replay runs them again): the old
+    brief and URL must not read as the job's current ones. The CRM lookups before `enrich-<i>` stay."""
+    name = "enrich-" if step.startswith("enrich-") else step
+    first = next((i for i, (entry, _, _) in enumerate(WRITES) if entry == name), None)
+    if first is None:
+        return
+    kept = state.get("companies") or []
+    for _, key, before in WRITES[first:]:
+        if key is not None and key in state:
+            state[key] = before
+    index = step.removeprefix("enrich-")
+    if name == "enrich-" and index.isdigit():
+        state["companies"] = kept[: int(index)]
 
 
 def _mark_failed(c, detail: str) -> None:
@@ -217,6 +237,7 @@ ai_job = workflow(
     on_error=on_error,
     on_repair=on_repair,
     labels=("title", "stage"),  # how the inspector and the dashboard name a job
+    live_labels=live_labels,  # the stage now, as GET /jobs/{id} says it (a running step's too)
     calls_out=CALLS_OUT,  # the replay confirmation says which of these run again
 )
 
@@ -291,6 +312,7 @@ reviewed_brief = workflow(
     on_error=on_error,
     on_repair=on_repair,
     labels=("title", "stage"),
+    live_labels=live_labels,
     calls_out=CALLS_OUT,
 )
 

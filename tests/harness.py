@@ -17,6 +17,7 @@ from workflows.engine.client import WorkflowClient
 from workflows.engine.registry import Registry
 from workflows.models import Entry, Message, Run
 from workflows.storage.django import DjangoStore
+from workflows.storage.django.connectors import Connector
 from workflows.storage.django.reconnect import reconnecting
 from workflows.testing import arun_until_idle
 
@@ -31,12 +32,22 @@ class CountingStore(DjangoStore):
         return super().commit(**kwargs)
 
 
-class InLoopStore(CountingStore):
-    """Its calls made right here on the event loop's thread, one at a time: on the test's own
-    connection, inside the test's transaction (rolled back at its end: no table to flush)."""
+class InLoop(Connector):
+    """A connector for the unit tests: every call right here on the event loop's thread, one at a
+    time, on the test's own connection, inside the test's transaction (rolled back at its end: no
+    table to flush)."""
+
+    name = "in-loop"
 
     async def run_sync(self, fn, *args, **kwargs):
         return reconnecting(fn)(*args, **kwargs)
+
+
+def in_loop_store() -> CountingStore:
+    """The real store over the `InLoop` connector."""
+    store = CountingStore()
+    store.connector = InLoop(0, lambda **kwargs: store.commit(**kwargs))
+    return store
 
 
 class Harness:
@@ -89,7 +100,7 @@ async def h(transaction_connection, monkeypatch) -> Harness:
     its tasks inherit) is given the one holding the test's transaction."""
     connections["default"] = transaction_connection
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")  # ORM calls on the loop's thread
-    return Harness(InLoopStore())
+    return Harness(in_loop_store())
 
 
 @pytest.fixture

@@ -33,6 +33,12 @@ COMMIT_HOOKS (default `[]`)
     `"inspector.live.on_commit"` pokes the inspector's live pages through the channel layer: set
     it with a cross-process layer (channels-redis); with the in-memory layer a poke never leaves
     the runner's process, so it is useless there.
+RUNNER_LIFESPAN (default `[]`)
+    Dotted paths of zero-argument callables returning an async context manager that
+    `runworkflows` enters before its runner's first claim and exits after the runner stopped and
+    drained (ASGI's lifespan, for a runner): resources its steps share for the runner's life,
+    such as HTTP clients whose connections outlive one step. The runner's tasks start inside it,
+    so a context variable it sets is seen by every step the runner executes.
 OBSERVERS (default: the activity log lines, the OpenTelemetry spans and the Prometheus metrics, see
     DEFAULT_OBSERVERS)
     Dotted paths of `workflows.engine.observers.Observer` instances (or zero-argument callables
@@ -81,21 +87,19 @@ PREPARED_STATEMENTS (default `True`)
     PostgreSQL: the store's hot statements (a step's commit, a claim, a run's creation and read)
     are prepared once per connection and then executed by name, planned once. `False` behind a
     pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21).
-GROUP_COMMIT (default `True`)
-    PostgreSQL, in a runner: step commits of several runs ready at the same moment are written
-    as one statement (one round trip, one transaction), each still fenced by its own lease; a
-    lone commit goes out at once, alone. `False`: every commit is its own statement.
-ASYNC_COMMITS (default `True`)
-    In a runner, a step's commit skips the hop to a database thread. PostgreSQL: a commit of one
-    statement is sent from the runner's event loop on a connection of its own (psycopg's async
-    connection). SQLite: a commit with no messages or child starts is written from the event
-    loop on a connection of its own once the database thread is idle, never waiting for a lock
-    (`storage/django/sqlite_loop.py`). `False`: every commit goes through the database threads.
-ASYNC_CLAIMS (default `True`)
-    PostgreSQL, in a runner: its claims (of workflows with no concurrency limit, each with the
-    resume reads of the runs it takes), resumed runs' reads, run starts and run reads are sent
-    from its event loop on another connection of its own, when no other is in flight there.
-    `False`: they go through the database threads.
+CONNECTOR (default `"auto"`)
+    How a runner's store reaches the database (`workflows/storage/django/connectors.py`), for
+    benchmarks and diagnosis: `"auto"` chooses by the database: on PostgreSQL "postgres-loop"
+    (step commits, grouped, from the runner's event loop on a connection of its own; claims with
+    the resume reads of the runs they take, resumed runs' reads, run starts and run reads on
+    another), on SQLite "sqlite-loop" (step commits and the change check from the event loop on
+    a connection of its own while the one database thread is idle). "postgres-threads": every
+    call through the database threads, step commits grouped there. "threads": every call through
+    the database threads, nothing grouped. A store without database threads (a view's, a test's)
+    uses Django's thread whatever this says. Read when the store is built.
+ASYNC_COMMITS, GROUP_COMMIT, ASYNC_CLAIMS (retired)
+    No longer read (`manage.py check` warns, workflows.W006): CONNECTOR chooses the paths they
+    switched ("postgres-threads" for ASYNC_COMMITS off, "threads" for both off).
 READ_DATABASE (default `None`: the default database)
     A Django database alias (a streaming replica of the default database) that the operators'
     list reads use: the dashboard's figures, backlog, decisions and runs (and its live list),
@@ -109,6 +113,7 @@ READ_DATABASE (default `None`: the default database)
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -140,6 +145,7 @@ DEFAULTS: dict[str, Any] = {
     "CLOCK": "database",
     "STALL_CHECK": True,
     "COMMIT_HOOKS": [],
+    "RUNNER_LIFESPAN": [],
     "OBSERVERS": DEFAULT_OBSERVERS,
     "TRACE_URL": None,
     "METRICS_TOKEN": None,
@@ -152,10 +158,15 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_BATCH": 100,
     "MAX_VALUE_BYTES": 1024 * 1024,
     "PREPARED_STATEMENTS": True,
-    "GROUP_COMMIT": True,
-    "ASYNC_COMMITS": True,
-    "ASYNC_CLAIMS": True,
+    "CONNECTOR": "auto",
     "READ_DATABASE": None,
+}
+
+# Keys no longer read, and what replaces each (manage.py check warns: workflows.W006).
+RETIRED = {
+    "ASYNC_COMMITS": 'CONNECTOR ("postgres-threads" or "threads" sends every commit through the database threads)',
+    "GROUP_COMMIT": 'CONNECTOR ("threads" groups no commits)',
+    "ASYNC_CLAIMS": 'CONNECTOR ("postgres-threads" sends claims and reads through the database threads)',
 }
 
 
@@ -243,6 +254,11 @@ def default_store() -> DjangoStore:
 def commit_hooks() -> list[Callable[[str, Commit], Awaitable[None]]]:
     """The async `hook(run_id, commit)` callables named by WORKFLOWS["COMMIT_HOOKS"]."""
     return [import_string(path) for path in get("COMMIT_HOOKS")]
+
+
+def runner_lifespans() -> list[Callable[[], AbstractAsyncContextManager[Any]]]:
+    """The async context manager factories named by WORKFLOWS["RUNNER_LIFESPAN"]."""
+    return [import_string(path) for path in get("RUNNER_LIFESPAN")]
 
 
 def observers() -> list[Observer]:

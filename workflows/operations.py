@@ -18,12 +18,12 @@ from . import conf
 from .core import repair_rules
 from .core.exceptions import BadInput, WorkflowError
 from .core.jsonvalue import normalize, storable_text
-from .core.records import NOT_EDITED, Audit, AuditAction, OutgoingMessage
+from .core.records import CHILD_QUEUE_PREFIX, NOT_EDITED, Audit, AuditAction, OutgoingMessage
 from .core.schedules import ScheduleRecord
 from .engine.definition import Workflow
 from .engine.registry import Registry
 from .engine.schedules import Schedule
-from .models import Entry, Event, Run
+from .models import Entry, Event, Message, Run
 from .storage.django.repairs import write_audit  # the Django store writes every audit entry
 from .telemetry.tracing import producer_span
 
@@ -48,17 +48,36 @@ def replay_plan(run_id: str, entry_id: int) -> list[Entry]:
     )
 
 
+def redelivery_plan(entries: list[Entry]) -> list[Message]:
+    """The messages a replay superseding `entries` puts back on their queues, oldest first (the
+    order they are delivered again in), for a confirmation page."""
+    ids = [e.id for e in entries]
+    if not ids:
+        return []
+    messages = Message.objects.filter(consumed_by_id__in=ids).exclude(queue__startswith=CHILD_QUEUE_PREFIX)
+    return list(messages.order_by("id"))
+
+
 def replay_from(
-    run_id: str, entry_id: int, *, actor: str, reason: str = "", input: Any = None, edit_input: bool = False
+    run_id: str,
+    entry_id: int,
+    *,
+    actor: str,
+    reason: str = "",
+    input: Any = None,
+    edit_input: bool = False,
+    redeliver: bool = True,
 ) -> Run:
     """Run the run again from this entry: it and the entries after it in its scope become
     superseded history (kept, with their attempts); earlier entries, waits included, stay. With
-    `edit_input`, the step reruns with `input` instead of its recorded one. The workflow's
-    `on_repair` hears of it in the same transaction."""
+    `edit_input`, the step reruns with `input` instead of its recorded one. The messages the
+    superseded waits consumed are delivered again, in order, unless `redeliver` is False (the
+    replayed waits then wait for new ones). The workflow's `on_repair` hears of it in the same
+    transaction."""
     with transaction.atomic():
         conf.default_store().replay(
             str(run_id), entry_id, audit=Audit(actor=actor, reason=reason), now=_now(),
-            input=input if edit_input else NOT_EDITED,
+            input=input if edit_input else NOT_EDITED, redeliver=redeliver,
         )  # fmt: skip
         _on_repair(str(run_id), repair_rules.REPLAY, entry_id, actor=actor, reason=reason)
     return Run.objects.get(id=run_id)

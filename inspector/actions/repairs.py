@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.http import HttpRequest, HttpResponse
@@ -13,7 +14,7 @@ from workflows.core.exceptions import NotApplicable, WorkflowError
 from workflows.core.records import RunStatus
 from workflows.engine.replayer import Compensations, compensations_on_cancel
 from workflows.masking import mask, unmask
-from workflows.models import Entry, Run
+from workflows.models import Entry, Message, Run
 from workflows.reads import declarations
 
 from ..forms import ReplayForm, WhyForm
@@ -37,6 +38,7 @@ def replay_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -
     run = run_or_404(run_id)
     entry = entry_or_404(run, entry_id)
     plan = operations.replay_plan(str(run.id), entry.id)
+    messages = operations.redelivery_plan(plan)
     form = ReplayForm(
         request.POST or None, initial={"input": json.dumps(mask(entry.input), indent=2, ensure_ascii=False)}
     )
@@ -52,14 +54,17 @@ def replay_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -
                 reason=form.cleaned_data["why"],
                 input=unmask(form.cleaned_data["input"], entry.input) if edit else None,
                 edit_input=edit,
+                redeliver=not form.cleaned_data["wait_for_new"],
             )
         except NotApplicable as exc:  # the run changed since the page was drawn
             error, refusal, status = str(exc), str(exc), NOT_APPLICABLE
         except WorkflowError as exc:
             error = str(exc)
         else:
+            fate = "kept consumed" if form.cleaned_data["wait_for_new"] else "delivered again"
+            sent = f" {len(messages)} message(s) {fate}." if messages else ""
             return done(
-                request, run, f"Run replays from “{entry.name}”: {len(plan)} record(s) kept as history."
+                request, run, f"Run replays from “{entry.name}”: {len(plan)} record(s) kept as history.{sent}"
             )
     changes = [
         Change(
@@ -88,10 +93,21 @@ def replay_view(model_admin, request: HttpRequest, run_id: str, entry_id: int) -
         changes=changes,
         kept=kept,
         again=again,
+        redelivered=[_redelivered(m) for m in messages],
         blocked=refusal is not None,
         form=form,
         error=error,
     )
+
+
+PREVIEW_CHARS = 80  # a message's body on the confirmation page: a glance, masked
+
+
+def _redelivered(message: Message) -> dict[str, Any]:
+    """A message the replay delivers again, as the confirmation page lists it."""
+    text = json.dumps(mask(message.body), ensure_ascii=False, separators=(",", ":"))
+    preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+    return {"id": message.id, "queue": message.queue, "sent_at": message.sent_at, "preview": preview}
 
 
 # --- retry a step now -------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The example app's I/O: small clients of the model, the CRM and the CMS.
 
-Each takes an injected `httpx.AsyncClient` (build one with `jobs.services.http.client()`; tests
-swap its transport with `use_transport(httpx.MockTransport(...))`). Failures are sorted once, in
+Each takes an injected `httpx.AsyncClient` (a step takes its service's with
+`jobs.services.http.client_for(service)`: a runner's shared one, see `service_clients`; tests swap
+the transport with `use_transport(httpx.MockTransport(...))`). Failures are sorted once, in
 `http.py`, into what the engine understands:
 
     429, 5xx, network errors, timeouts  -> retry (RetryAfter when the server says how long)

@@ -1,15 +1,17 @@
-"""The one HTTP seam of the example app: the client factory, and HTTP failures sorted into
+"""The one HTTP seam of the example app: the service clients, and HTTP failures sorted into
 retryable errors and `CriticalError`s."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import datetime as dt
 import email.utils
 import functools
 import json
 import ssl
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -19,7 +21,15 @@ from workflows import CriticalError, RetryAfter
 DEFAULT_TIMEOUT = 30.0  # seconds: CRM and CMS calls; model calls pass their own
 ERROR_TEXT_LIMIT = 500  # characters of a response body quoted in an error
 
+# Connections a service's shared client keeps: a runner runs at most `--concurrency` steps at
+# once, so more would only wait; fewer kept alive than allowed, as idle ones cost the server.
+POOL_LIMITS = httpx.Limits(max_connections=20, max_keepalive_connections=10, keepalive_expiry=30.0)
+
 _transport: httpx.AsyncBaseTransport | None = None
+# The runner's shared clients, by service, while `service_clients()` is entered (see there).
+_shared: contextvars.ContextVar[dict[str, httpx.AsyncClient] | None] = contextvars.ContextVar(
+    "jobs_service_clients", default=None
+)
 
 
 class ServiceUnavailable(Exception):
@@ -37,10 +47,43 @@ def _ssl_context() -> ssl.SSLContext:
 
 
 def client(**kwargs: Any) -> httpx.AsyncClient:
-    """A client for one step's calls. Tests route it through `use_transport(...)`."""
+    """A new client (HTTP/2 where the server speaks it). Tests route it through `use_transport`."""
     kwargs.setdefault("timeout", DEFAULT_TIMEOUT)
     kwargs.setdefault("verify", _ssl_context())
+    kwargs.setdefault("http2", True)
     return httpx.AsyncClient(transport=_transport, **kwargs)
+
+
+@contextlib.asynccontextmanager
+async def service_clients() -> AsyncIterator[None]:
+    """A runner's lifespan (`WORKFLOWS["RUNNER_LIFESPAN"]`): while it is entered, each service
+    gets one client for the runner's life (`client_for`), so a step reuses the connection (and
+    the TLS session) an earlier step opened, instead of paying a new one per step; the clients
+    close when the runner stops. Steps see them through a context variable: the runner's tasks
+    are created inside the lifespan and inherit it."""
+    clients: dict[str, httpx.AsyncClient] = {}
+    token = _shared.set(clients)
+    try:
+        yield
+    finally:
+        _shared.reset(token)
+        await asyncio.gather(*(shared.aclose() for shared in clients.values()), return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def client_for(service: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The client of one step's calls to `service`: the runner's shared one under
+    `service_clients()` (left open), else a client of the step's own, closed after it (a test's
+    `run_until_idle`, a runner embedded without the lifespan). Timeouts stay per request."""
+    clients = _shared.get()
+    if clients is None:
+        async with client() as own:
+            yield own
+        return
+    shared = clients.get(service)
+    if shared is None or shared.is_closed:
+        shared = clients[service] = client(limits=POOL_LIMITS)
+    yield shared
 
 
 @contextlib.contextmanager

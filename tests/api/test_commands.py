@@ -128,6 +128,19 @@ def test_replay__audited_as_the_os_user(db, registry, monkeypatch):
     assert Entry.objects.get(run_id=run_id, name="check", superseded=False).input == {"n": 5}
 
 
+def test_replay__wait_for_new_leaves_the_consumed_message_with_the_history(db, registry):
+    handle = registry.client("approval").get_or_create(["a"])
+    message = handle.send("approve", {"approved": True, "by": "ann"})
+    run_until_idle(registry)
+    wait = Entry.objects.get(run_id=handle.run_id, name="wait-approval")
+
+    cmd("replay", handle.run_id, "--entry", str(wait.id), "--reason", "ask again", "--wait-for-new")
+
+    assert AuditEntry.objects.get().details["not_redelivered"] == [{"id": message.id, "queue": "approve"}]
+    run_until_idle(registry)
+    assert Run.objects.get(id=handle.run_id).status == "waiting"
+
+
 def test_replay__bad_input_json_writes_nothing(db, registry):
     flows.FAILURES.update(check=1)
     run_id = start(registry)

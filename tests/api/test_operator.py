@@ -12,7 +12,7 @@ from tests.api import flows
 from tests.api.helpers import assert_error, counts
 from workflows import conf
 from workflows.engine.runner import Runner
-from workflows.models import AuditEntry, Entry, Run
+from workflows.models import AuditEntry, Entry, Message, Run
 from workflows.testing import run_until_idle
 
 
@@ -93,6 +93,44 @@ def test_replay__an_entry_of_another_run_is_422(api, registry, failed_run):
 
     assert_error(response, 422, "invalid_request")
     assert counts() == before
+
+
+def approved_run(api, registry) -> tuple[str, Entry]:
+    run_id = start(api, workflow="approval")
+    api.post(f"/api/runs/{run_id}/messages", {"queue": "approve", "body": {"approved": True, "by": "ann"}})
+    run_until_idle(registry)
+    assert Run.objects.get(id=run_id).status == "completed"
+    return run_id, Entry.objects.get(run_id=run_id, name="wait-approval")
+
+
+def test_replay__from_a_wait_delivers_its_message_again(api, registry):
+    run_id, wait = approved_run(api, registry)
+    (message,) = Message.objects.filter(run_id=run_id)
+
+    response = api.post(f"/api/runs/{run_id}/replay", {"entry_id": wait.id, "reason": "record again"})
+
+    assert response.status_code == 200, response.content
+    assert AuditEntry.objects.get().details["redelivered"] == [{"id": message.id, "queue": "approve"}]
+    run_until_idle(registry)
+    assert Run.objects.get(id=run_id).status == "completed"
+    again = Entry.objects.get(run_id=run_id, name="wait-approval", superseded=False)
+    assert Message.objects.get(id=message.id).consumed_by_id == again.id != wait.id
+
+
+def test_replay__redeliver_false_waits_for_a_new_message(api, registry):
+    run_id, wait = approved_run(api, registry)
+
+    response = api.post(
+        f"/api/runs/{run_id}/replay", {"entry_id": wait.id, "reason": "ask again", "redeliver": False}
+    )
+
+    assert response.status_code == 200, response.content
+    assert AuditEntry.objects.get().details["redelivered"] == []
+    run_until_idle(registry)
+    assert Run.objects.get(id=run_id).status == "waiting"
+    api.post(f"/api/runs/{run_id}/messages", {"queue": "approve", "body": {"approved": False, "by": "bo"}})
+    run_until_idle(registry)
+    assert Run.objects.get(id=run_id).result == {"approved": False, "by": "bo"}
 
 
 def test_retry_now__makes_the_retry_due_and_audits(api, registry):

@@ -165,3 +165,14 @@ def test_run_ids_bench__a_small_history_prints_both_ways(tmp_path, monkeypatch):
     done = run_bench(tmp_path, "run_ids.py", "--runs", "200", "--window", "3", "--rounds", "1")
     rows = [line for line in done.stdout.splitlines() if line.startswith(("| random", "| time-ordered"))]
     assert len(rows) == 2 and all(" ms |" in row for row in rows), done.stdout
+
+
+@pytest.mark.timeout(600)
+def test_job_cpu_bench__a_few_jobs_print_both_modes_split(tmp_path):
+    done = run_bench(tmp_path, "job_cpu.py", "--jobs", "2", "--warmup", "1", "--top", "3")
+    rows = [
+        line.split() for line in done.stdout.splitlines() if line.startswith(("  per-step ", "  shared "))
+    ]
+    assert [row[0] for row in rows] == ["per-step", "shared"], done.stdout
+    assert all(len(row) == 9 and float(row[1]) > 0 for row in rows), done.stdout
+    assert done.stdout.count("the costliest functions of the loop thread") == 2

@@ -1,6 +1,7 @@
 """The repair pages in real headless Chromium against daphne and a real runner: a repair that does
-not apply is not offered, the replay page lists the external calls that run again, and the cancel
-page lists the compensations that will run (and cancelling runs them)."""
+not apply is not offered, the replay page lists the external calls that run again and the messages
+it delivers again, and the cancel page lists the compensations that will run (and cancelling runs
+them)."""
 
 from __future__ import annotations
 
@@ -64,3 +65,32 @@ def test_a_waiting_run_with_compensations_lists_them_before_cancel_and_runs_them
     page.reload()
     expect(page.get_by_role("link", name="Cancel run")).to_have_count(0)
     expect(page.get_by_role("link", name="Retry now")).to_have_count(0)
+
+
+def test_a_replay_from_a_wait_names_the_message_it_delivers_again_and_the_run_ends_again(page, processes):
+    handle = flows.registry.client("approval").get_or_create(["post-9"])
+    message = handle.send("approve", {"by": "ann"})
+    processes.runner()
+    wait_for(lambda: Run.objects.get(id=handle.run_id).status == "completed", 30, "the approval to finish")
+    wait = Entry.objects.get(run_id=handle.run_id, name="wait-approval")
+    page.goto(f"/admin/workflows/run/{handle.run_id}/inspect/")
+    page.locator('details[data-entry="wait-approval"]').get_by_role("link", name="Replay from here").click()
+
+    listed = page.locator("[data-redelivered] [data-redelivered-message]")
+    expect(listed).to_have_count(1)
+    expect(listed.first).to_have_attribute("data-redelivered-message", str(message.id))
+    expect(listed.first).to_contain_text("approve")
+    expect(listed.first).to_contain_text('{"by":"ann"}')
+    expect(page.locator("[data-wait-for-new]")).not_to_be_checked()
+
+    page.fill("textarea[name=why], input[name=why]", "publish it again")
+    page.locator('[data-confirm="replay"]').click()
+    page.wait_for_url(f"**/{handle.run_id}/inspect/")
+
+    def ended_again() -> bool:
+        retaken = Entry.objects.filter(run_id=handle.run_id, name="wait-approval", superseded=False)
+        return (
+            retaken.exclude(id=wait.id).exists() and Run.objects.get(id=handle.run_id).status == "completed"
+        )
+
+    wait_for(ended_again, 30, "the replayed run to take the approval again and finish")

@@ -22,8 +22,9 @@ def runner_store():
     """A runner's store (PostgreSQL): database threads, step commits, claims and resume reads
     on connections of its own in the event loop."""
     from workflows.storage.django.async_commits import AsyncCommits
+    from workflows.storage.django.loop_connectors import PostgresLoop
 
-    store = DjangoStore(db_threads=2)
-    assert isinstance(store._group, AsyncCommits) and store._reads is not None
+    store = DjangoStore(db_threads=2, connector=PostgresLoop)
+    assert isinstance(store.connector.group, AsyncCommits) and store.connector.reads is not None
     yield store
     store.close()

@@ -17,6 +17,7 @@ from workflows.core.exceptions import LeaseLost, StoreUnavailable
 from workflows.core.new_run import NewRun
 from workflows.models import Entry
 from workflows.storage.django import DjangoStore
+from workflows.storage.django.loop_connectors import PostgresLoop
 from workflows.storage.django.notify import _libpq_params
 
 pytestmark = [
@@ -42,13 +43,13 @@ def test_a_connection_cut_under_it_says_unavailable_and_the_next_commit_reconnec
 
     async def go():
         await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
-        pid = store._group.connection.current.info.backend_pid
+        pid = store.connector.group.connection.current.info.backend_pid
         with psycopg.connect(**_libpq_params(), autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", [pid])
         with pytest.raises(StoreUnavailable):
             await store.acommit(run_id=run_id, owner="a", commit=a_step(1), now=now())
         await store.acommit(run_id=run_id, owner="a", commit=a_step(1), now=now())
-        return pid, store._group.connection.current.info.backend_pid
+        return pid, store.connector.group.connection.current.info.backend_pid
 
     before, after = asyncio.run(go())
     assert before != after
@@ -80,7 +81,8 @@ def test_a_waiter_cancelled_mid_statement_leaves_the_path_working(store):
             await asyncio.to_thread(
                 wait_for,
                 lambda: _waits_on_a_lock(
-                    store._group.connection.current and store._group.connection.current.info.backend_pid
+                    store.connector.group.connection.current
+                    and store.connector.group.connection.current.info.backend_pid
                 ),
                 10,
                 "the commit to wait on the row lock",
@@ -110,7 +112,7 @@ def test_a_new_event_loop_gets_a_connection_of_its_own(store):
 
     async def commit(position: int) -> int:
         await store.acommit(run_id=run_id, owner="a", commit=a_step(position), now=now())
-        return store._group.connection.current.info.backend_pid
+        return store.connector.group.connection.current.info.backend_pid
 
     first = asyncio.run(commit(0))
     second = asyncio.run(commit(1))
@@ -133,12 +135,14 @@ def test_a_lost_lease_alone_is_raised_and_writes_nothing(store):
 def test_statements_are_prepared_only_when_asked(settings, prepared):
     settings.WORKFLOWS = {**settings.WORKFLOWS, "PREPARED_STATEMENTS": prepared}
     run_id = claimed_run()
-    store = DjangoStore(db_threads=1)
+    store = DjangoStore(db_threads=1, connector=PostgresLoop)
 
     async def go() -> int:
         for position in range(3):
             await store.acommit(run_id=run_id, owner="a", commit=a_step(position), now=now())
-        cursor = await store._group.connection.current.execute("SELECT count(*) FROM pg_prepared_statements")
+        cursor = await store.connector.group.connection.current.execute(
+            "SELECT count(*) FROM pg_prepared_statements"
+        )
         return (await cursor.fetchone())[0]
 
     try:
@@ -151,11 +155,11 @@ def test_statements_are_prepared_only_when_asked(settings, prepared):
 
 def test_closing_the_store_closes_its_connection():
     run_id = claimed_run()
-    store = DjangoStore(db_threads=1)
+    store = DjangoStore(db_threads=1, connector=PostgresLoop)
 
     async def go():
         await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
-        return store._group.connection.current
+        return store.connector.group.connection.current
 
     conn = asyncio.run(go())
     store.close()

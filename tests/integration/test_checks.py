@@ -181,6 +181,20 @@ def test_e006__commit_hooks_that_do_not_import_or_cannot_be_called(settings):
     assert "'tests.integration.test_checks.NOT_CALLABLE', which is a int, not callable" in errors[1].msg
 
 
+def test_e006_e008__runner_lifespans_must_be_dotted_paths_to_callables(settings):
+    lifespans = ["jobs.services.http.service_clients", "jobs.services.http.nope"]
+    with override_settings(WORKFLOWS={**settings.WORKFLOWS, "RUNNER_LIFESPAN": lifespans}):
+        [error] = checks.check_commit_hooks()
+    assert error.id == "workflows.E006"
+    assert error.msg.startswith(
+        "WORKFLOWS[\"RUNNER_LIFESPAN\"] names 'jobs.services.http.nope', which does not import"
+    )
+    with override_settings(
+        WORKFLOWS={**settings.WORKFLOWS, "RUNNER_LIFESPAN": "jobs.services.http.service_clients"}
+    ):
+        assert "workflows.E008" in ids(checks.check_settings())
+
+
 def test_a_registry_error_stops_manage_py_commands():
     from django.core.management.base import SystemCheckError
 

@@ -57,6 +57,6 @@ def test_a_run_that_ran_before_resumes_from_its_history(store, behind):
         return runs, await store.aload_resume(run_id)
 
     [run], (history, _messages) = asyncio.run(claim_and_resume())
-    assert store._reads.calls >= 1  # the claim and its read-ahead went from the loop
+    assert store.connector.reads.calls >= 1  # the claim and its read-ahead went from the loop
     assert not run.fresh and not run.taken_over
     assert [entry.position for entry in history] == [0, 1, 2]

@@ -72,7 +72,7 @@ def test_a_heartbeat_and_a_grouped_commit_of_the_same_runs_never_deadlock(store,
         holder.join(10)
     assert held == {run_id: False for run_id in run_ids}
     assert [r.entry_ids != [] for r in results] == [True, True]
-    assert store._group.largest_batch == 2
+    assert store.connector.group.largest_batch == 2
     assert Entry.objects.filter(run_id__in=run_ids).count() == 2
 
 

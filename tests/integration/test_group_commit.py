@@ -2,11 +2,12 @@
 go out as one statement; each is still fenced by its own lease, and one run's failure stays its
 own. Both commit paths: on the store's async connection (the default: commits made ready in one
 turn of the loop, or while a statement is in flight, share the next) and through the database
-threads (ASYNC_COMMITS off: commits queued while every thread is busy share the next)."""
+threads (`PostgresThreads`: commits queued while every thread is busy share the next)."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 
 import psycopg
@@ -18,7 +19,7 @@ from workflows.core.exceptions import LeaseLost, StoreUnavailable
 from workflows.core.records import AttemptWrite, Commit, EntryWrite, Transition
 from workflows.models import Entry, Run
 from workflows.storage.django import DjangoStore, async_commits, commit_statement, group_commit
-from workflows.storage.django.async_commits import AsyncCommits
+from workflows.storage.django.loop_connectors import PostgresLoop
 from workflows.storage.django.notify import _libpq_params
 
 pytestmark = [
@@ -40,7 +41,9 @@ def a_step(position: int, output: object = None) -> Commit:
 
 @pytest.fixture(params=["async", "threads"], autouse=True)
 def path(request, settings):
-    settings.WORKFLOWS = {**settings.WORKFLOWS, "ASYNC_COMMITS": request.param == "async"}
+    """The runner's store of each test is built with this path's connector."""
+    connector = "postgres-loop" if request.param == "async" else "postgres-threads"
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "CONNECTOR": connector}
     return request.param
 
 
@@ -48,7 +51,7 @@ async def _commit_together(store: DjangoStore, commits: list[tuple[str, str, Com
     """Make the commits ready at the same time. Async path: in one turn of the loop. Threads: hold
     every database thread, queue the commits, then let the threads go (the first one free takes
     every commit queued by then)."""
-    if isinstance(store._group, AsyncCommits):
+    if isinstance(store.connector, PostgresLoop):
         return await asyncio.gather(
             *[store.acommit(run_id=run_id, owner=owner, commit=c, now=now()) for run_id, owner, c in commits],
             return_exceptions=True,
@@ -66,8 +69,8 @@ async def _commit_together(store: DjangoStore, commits: list[tuple[str, str, Com
     return await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def run_in_store(coro_fn, **kwargs):
-    store = DjangoStore(db_threads=THREADS)
+def run_in_store(coro_fn, connector=None, **kwargs):
+    store = DjangoStore(db_threads=THREADS, connector=connector)
     try:
         return store, asyncio.run(coro_fn(store, **kwargs))
     finally:
@@ -81,7 +84,7 @@ def test_commits_queued_together_share_one_statement():
         return await _commit_together(store, [(r, "a", a_step(0)) for r in runs])
 
     store, results = run_in_store(go)
-    assert store._group is not None and store._group.largest_batch == 6
+    assert store.connector.group is not None and store.connector.group.largest_batch == 6
     assert all(not isinstance(r, BaseException) for r in results), results
     for run_id, result in zip(runs, results, strict=True):
         [entry] = Entry.objects.filter(run_id=run_id)
@@ -100,7 +103,7 @@ def test_a_lost_lease_loses_only_its_own_commit():
         )
 
     store, results = run_in_store(go)
-    assert store._group.largest_batch == 3
+    assert store.connector.group.largest_batch == 3
     assert isinstance(results[1], LeaseLost)
     assert not Entry.objects.filter(run_id=runs[1]).exists()
     assert Entry.objects.filter(run_id__in=[runs[0], runs[2]]).count() == 2
@@ -126,7 +129,7 @@ def test_a_lone_commit_goes_alone():
         return await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
 
     store, lone = run_in_store(go)
-    assert store._group.largest_batch == 1 and lone.entry_ids
+    assert store.connector.group.largest_batch == 1 and lone.entry_ids
 
 
 def test_a_transition_never_shares_a_statement():
@@ -142,25 +145,25 @@ def test_a_transition_never_shares_a_statement():
 
     store, results = run_in_store(go)
     assert all(not isinstance(r, BaseException) for r in results), results
-    assert store._group.largest_batch == 2
+    assert store.connector.group.largest_batch == 2
     assert Run.objects.get(id=runs[1]).status == "completed" and Run.objects.get(id=runs[1]).result == 7
 
 
-def test_off(settings, path):
+def test_off(path):
     """Without group commit each commit is a statement of its own: through the threads, or on the
     async connection one at a time."""
-    settings.WORKFLOWS = {**settings.WORKFLOWS, "GROUP_COMMIT": False}
     runs = claimed_runs(3)
 
     async def go(store):
         return await _commit_together(store, [(r, "a", a_step(0)) for r in runs])
 
-    store, results = run_in_store(go)
+    alone = "threads" if path == "threads" else functools.partial(PostgresLoop, group=False)
+    store, results = run_in_store(go, connector=alone)
     assert all(not isinstance(r, BaseException) for r in results), results
     if path == "threads":
-        assert store._group is None
+        assert getattr(store.connector, "group", None) is None
     else:
-        assert store._group.largest_batch == 1 and store._group.statements == 3
+        assert store.connector.group.largest_batch == 1 and store.connector.group.statements == 3
     assert Entry.objects.filter(run_id__in=runs).count() == 3
 
 
@@ -197,7 +200,7 @@ def test_a_connection_failure_under_a_group_fails_every_waiter_and_sends_nothing
         return await _commit_together(store, [(r, "a", a_step(0)) for r in runs])
 
     store, results = run_in_store(go)
-    assert store._group.largest_batch == 3
+    assert store.connector.group.largest_batch == 3
     assert all(isinstance(r, StoreUnavailable) for r in results), results
     assert not Entry.objects.filter(run_id__in=runs).exists()  # not sent again alone
 
@@ -234,7 +237,7 @@ def test_a_group_failed_to_break_a_deadlock_is_sent_again_and_lands():
     finally:
         ask.set()
         holder.join(20)
-    assert store._group.largest_batch == 2
+    assert store.connector.group.largest_batch == 2
     assert all(not isinstance(r, BaseException) for r in results), results
     assert Entry.objects.filter(run_id__in=runs).count() == 2
 
@@ -280,7 +283,7 @@ def test_more_commits_than_one_statement_takes_all_land(monkeypatch):
 
     store, results = run_in_store(go)
     assert all(not isinstance(r, BaseException) for r in results), results
-    assert store._group.largest_batch == 4 and store._group.statements >= 3
+    assert store.connector.group.largest_batch == 4 and store.connector.group.statements >= 3
     assert Entry.objects.filter(run_id__in=runs).count() == 10
 
 
@@ -299,7 +302,7 @@ def test_commits_of_different_shapes_in_one_statement_each_get_their_own_outcome
         return await _commit_together(store, commits)
 
     store, results = run_in_store(go)
-    assert store._group.largest_batch == 6
+    assert store.connector.group.largest_batch == 6
     for n, (run_id, result) in enumerate(zip(runs, results, strict=True)):
         [entry] = Entry.objects.filter(run_id=run_id)
         assert result.entry_ids == [entry.id]

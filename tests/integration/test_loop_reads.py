@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 
 import psycopg
 import pytest
@@ -17,6 +18,7 @@ from workflows.core.new_run import NewRun
 from workflows.core.records import OutgoingMessage
 from workflows.models import Run
 from workflows.storage.django import DjangoStore, resumes
+from workflows.storage.django.loop_connectors import PostgresLoop
 from workflows.storage.django.notify import _libpq_params
 
 pytestmark = [
@@ -55,7 +57,7 @@ def claim(store: DjangoStore, **kwargs):
 def test_a_claim_from_the_loop_leases_the_due_runs_in_order(store):
     ids = create(3)
     runs = asyncio.run(claim(store, limit=2))
-    assert store._reads.calls == 1
+    assert store.connector.reads.calls == 1
     assert [r.id for r in runs] == ids[:2]  # FIFO
     assert all(r.fresh and not r.taken_over and r.lease_owner == "a" for r in runs)
     assert sorted(
@@ -68,14 +70,14 @@ def test_a_lapsed_lease_claimed_from_the_loop_is_a_takeover(store):
     DjangoStore().claim(owner="gone", workflows=["wf"], limit=1, lease_seconds=30, now=now())
     Run.objects.filter(id=run_id).update(wake_at=now() - dt.timedelta(seconds=1))  # the lease lapses
     [run] = asyncio.run(claim(store))
-    assert store._reads.calls == 1
+    assert store.connector.reads.calls == 1
     assert run.taken_over and run.previous_owner == "gone" and not run.fresh
 
 
 def test_a_claim_of_workflows_with_a_concurrency_limit_goes_through_the_threads(store):
     create(2, group="g")
     runs = asyncio.run(claim(store, concurrency={"wf": 1}))
-    assert len(runs) == 1 and store._reads.calls == 0
+    assert len(runs) == 1 and store.connector.reads.calls == 0
 
 
 def test_a_resume_read_from_the_loop_matches_the_threads(store):
@@ -86,7 +88,7 @@ def test_a_resume_read_from_the_loop_matches_the_threads(store):
     for body in ("x", "y"):
         DjangoStore().send(OutgoingMessage(queue="q", body=body, run_id=run_id), now=now())
     history, messages = asyncio.run(store.aload_resume(run_id))
-    assert store._reads.calls == 1
+    assert store.connector.reads.calls == 1
     assert (history, messages) == DjangoStore().load_resume(run_id)
     assert [e.output for e in history] == [0, 1, 2] and [m.body for m in messages] == ["x", "y"]
 
@@ -102,7 +104,7 @@ def test_a_run_created_from_the_loop_is_runnable_and_a_taken_key_answers_its_run
     made, created, again, created_again = asyncio.run(go())
     assert created and made.fresh and made.state == {"n": 1} and made.status == "pending"
     assert (again.id, created_again) == (made.id, False)
-    assert store._reads.calls == 2  # the taken key's read went through a thread
+    assert store.connector.reads.calls == 2  # the taken key's read went through a thread
     assert [
         r.id for r in DjangoStore().claim(owner="a", workflows=["wf"], limit=5, lease_seconds=30, now=now())
     ] == [made.id]
@@ -111,7 +113,7 @@ def test_a_run_created_from_the_loop_is_runnable_and_a_taken_key_answers_its_run
 def test_a_run_read_from_the_loop_matches_the_threads_and_a_missing_one_is_not_found(store):
     [run_id] = create(1)
     assert asyncio.run(store.aget_run(run_id)) == DjangoStore().get_run(run_id)
-    assert store._reads.calls == 1
+    assert store.connector.reads.calls == 1
     for missing in ("7d1a8a1e-0000-4000-8000-000000000000", "not-a-uuid"):
         with pytest.raises(RunNotFound):
             asyncio.run(store.aget_run(missing))
@@ -141,7 +143,7 @@ def test_a_claim_reads_what_its_runs_that_ran_before_need_to_resume_in_its_own_r
 
     runs, resumed = asyncio.run(go())
     assert {r.id for r in runs} == {first, second} and not any(r.fresh for r in runs)
-    assert store._reads.calls == 1  # the claim; no read of its own
+    assert store.connector.reads.calls == 1  # the claim; no read of its own
     assert resumed == expected
     assert [e.output for e in resumed[first][0]] == [0, 1, 2] and [m.body for m in resumed[first][1]] == [
         "x",
@@ -167,7 +169,7 @@ def test_more_messages_than_a_resume_reads_leave_them_to_the_wait(store, monkeyp
     for body in ("x", "y"):
         DjangoStore().send(OutgoingMessage(queue="q", body=body, run_id=run_id), now=now())
     _history, messages = asyncio.run(store.aload_resume(run_id))
-    assert messages is None and store._reads.calls == 1
+    assert messages is None and store.connector.reads.calls == 1
 
 
 def test_a_call_while_another_is_in_flight_goes_through_the_threads(store):
@@ -177,7 +179,7 @@ def test_a_call_while_another_is_in_flight_goes_through_the_threads(store):
         return await asyncio.gather(store.aload_resume(ids[0]), store.aload_resume(ids[1]))
 
     assert asyncio.run(go()) == [([], []), ([], [])]
-    assert store._reads.calls == 1  # the other went through a thread
+    assert store.connector.reads.calls == 1  # the other went through a thread
 
 
 def test_a_refused_statement_is_made_again_through_the_threads_which_raise_their_error(store, monkeypatch):
@@ -187,7 +189,7 @@ def test_a_refused_statement_is_made_again_through_the_threads_which_raise_their
     [run_id] = create(1)
     with pytest.raises((ProgrammingError, psycopg.ProgrammingError)):  # as the threads raise it
         asyncio.run(store.aload_resume(run_id))
-    assert store._reads.refused == 1
+    assert store.connector.reads.refused == 1
 
 
 def test_a_connection_cut_under_it_says_unavailable_and_the_next_call_reconnects(store):
@@ -195,13 +197,13 @@ def test_a_connection_cut_under_it_says_unavailable_and_the_next_call_reconnects
 
     async def go():
         await store.aload_resume(run_id)
-        pid = store._reads.connection.current.info.backend_pid
+        pid = store.connector.reads.connection.current.info.backend_pid
         with psycopg.connect(**_libpq_params(), autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", [pid])
         with pytest.raises(StoreUnavailable):
             await store.aload_resume(run_id)
         assert await claim(store) != []
-        return pid, store._reads.connection.current.info.backend_pid
+        return pid, store.connector.reads.connection.current.info.backend_pid
 
     before, after = asyncio.run(go())
     assert before != after
@@ -212,7 +214,7 @@ def test_a_call_cancelled_mid_way_drops_the_connection_and_the_next_one_works(st
 
     async def go():
         await store.aload_resume(run_id)
-        first = store._reads.connection.current
+        first = store.connector.reads.connection.current
         call = asyncio.ensure_future(store.aload_resume(run_id))
         await asyncio.sleep(0)  # it has sent its statements
         call.cancel()
@@ -224,11 +226,10 @@ def test_a_call_cancelled_mid_way_drops_the_connection_and_the_next_one_works(st
     assert asyncio.run(go()) == ([], [])
 
 
-def test_off(settings):
-    settings.WORKFLOWS = {**settings.WORKFLOWS, "ASYNC_CLAIMS": False}
-    store = DjangoStore(db_threads=1)
+def test_off():
+    store = DjangoStore(db_threads=1, connector=functools.partial(PostgresLoop, reads=False))
     try:
-        assert store._reads is None
+        assert store.connector.reads is None
         create(1)
         assert len(asyncio.run(claim(store))) == 1
     finally:

@@ -68,6 +68,6 @@ def test_runs_created_from_a_runners_event_loop_are_answered_as_they_read_back(r
         return made, held
 
     (made, created), (held, held_created, is_held) = asyncio.run(go())
-    assert runner_store._reads.calls == 2  # both from the loop
+    assert runner_store.connector.reads.calls == 2  # both from the loop
     assert created and held_created and is_held and held.lease_owner == "r2"
     assert made == read_back(made) and held == read_back(held)

@@ -12,7 +12,6 @@ import threading
 import time
 
 import pytest
-from django.conf import settings
 from django.db import connection
 
 from tests.support import a_step, now
@@ -20,6 +19,7 @@ from workflows.core.exceptions import LeaseLost, StoreUnavailable
 from workflows.core.new_run import NewRun
 from workflows.models import Attempt, Entry, Run
 from workflows.storage.django import DjangoStore, sqlite_loop, writes
+from workflows.storage.django.loop_connectors import SqliteLoop
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),  # the store's own connections must see the rows
@@ -29,8 +29,8 @@ pytestmark = [
 
 @pytest.fixture
 def store():
-    store = DjangoStore(db_threads=4)  # SQLite: one thread whatever is asked
-    assert store._sqlite_loop is not None
+    store = DjangoStore(db_threads=4, connector=SqliteLoop)  # SQLite: one thread whatever is asked
+    assert store.connector.loop_commits is not None
     yield store
     store.close()
 
@@ -77,7 +77,7 @@ def test_step_commits_are_written_from_the_loop(store):
         return [await store.acommit(run_id=run_id, owner="a", commit=a_step(i), now=now()) for i in range(3)]
 
     results = asyncio.run(go())
-    assert store._sqlite_loop.commits == 3 and store._sqlite_loop.through_thread == 0
+    assert store.connector.loop_commits.commits == 3 and store.connector.loop_commits.through_thread == 0
     assert positions(run_id) == [0, 1, 2]
     assert [r.entry_ids[0] for r in results] == sorted(Entry.objects.values_list("id", flat=True))
     assert Attempt.objects.filter(entry__run_id=run_id).count() == 3
@@ -92,7 +92,7 @@ def test_the_write_lock_taken_sends_the_commit_through_the_thread_and_the_loop_g
     ticks = LoopTicks()
 
     async def go():
-        await store._sqlite_loop.connection()
+        await store.connector.loop_commits.connection()
         ticks.start()
         release = threading.Timer(0.5, lambda: other.execute("COMMIT"))
         release.start()
@@ -108,7 +108,7 @@ def test_the_write_lock_taken_sends_the_commit_through_the_thread_and_the_loop_g
     finally:
         other.close()
     assert ticks.count >= 20, "the loop was held while the lock was taken"
-    assert store._sqlite_loop.through_thread == 1 and store._sqlite_loop.commits == 0
+    assert store.connector.loop_commits.through_thread == 1 and store.connector.loop_commits.commits == 0
     assert positions(run_id) == [0] and result.entry_ids == list(Entry.objects.values_list("id", flat=True))
 
 
@@ -119,7 +119,7 @@ def test_while_the_thread_works_a_commit_waits_in_the_loop_and_is_written_there(
     ticks = LoopTicks()
 
     async def go():
-        await store._sqlite_loop.connection()
+        await store.connector.loop_commits.connection()
         ticks.start()
         slow = asyncio.create_task(store.run_sync(time.sleep, 0.3))  # the thread at work
         await asyncio.sleep(0.01)
@@ -132,7 +132,7 @@ def test_while_the_thread_works_a_commit_waits_in_the_loop_and_is_written_there(
 
     assert asyncio.run(go()) is True, "the commit did not wait for the thread's call"
     assert ticks.count >= 20, "the loop was held while the commit waited"
-    assert store._sqlite_loop.commits == 1 and store._sqlite_loop.through_thread == 0
+    assert store.connector.loop_commits.commits == 1 and store.connector.loop_commits.through_thread == 0
     assert positions(run_id) == [0]
 
 
@@ -141,14 +141,14 @@ def test_a_call_whose_waiter_was_cancelled_does_not_hold_commits_for_ever(store)
     run_id = claimed_run()
 
     async def go():
-        await store._sqlite_loop.connection()
+        await store.connector.loop_commits.connection()
         slow = asyncio.create_task(store.run_sync(time.sleep, 0.2))
         await asyncio.sleep(0.01)
         slow.cancel()  # the thread goes on with the call; nobody awaits it
         await asyncio.wait_for(store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now()), 5)
 
     asyncio.run(go())
-    assert store._sqlite_loop.commits == 1 and positions(run_id) == [0]
+    assert store.connector.loop_commits.commits == 1 and positions(run_id) == [0]
 
 
 def test_a_call_cancelled_before_the_thread_started_it_does_not_hold_commits(store):
@@ -157,7 +157,7 @@ def test_a_call_cancelled_before_the_thread_started_it_does_not_hold_commits(sto
     run_id = claimed_run()
 
     async def go():
-        await store._sqlite_loop.connection()
+        await store.connector.loop_commits.connection()
         slow = asyncio.create_task(store.run_sync(time.sleep, 0.2))  # the thread at work
         queued = asyncio.create_task(store.run_sync(time.sleep, 0))  # behind it, in the queue
         await asyncio.sleep(0.01)
@@ -166,7 +166,7 @@ def test_a_call_cancelled_before_the_thread_started_it_does_not_hold_commits(sto
         await slow
 
     asyncio.run(go())
-    assert store._sqlite_loop.commits == 1 and positions(run_id) == [0]
+    assert store.connector.loop_commits.commits == 1 and positions(run_id) == [0]
 
 
 def test_a_lost_lease_is_said_from_the_loop_and_nothing_is_written(store):
@@ -178,7 +178,7 @@ def test_a_lost_lease_is_said_from_the_loop_and_nothing_is_written(store):
 
     with pytest.raises(LeaseLost):
         asyncio.run(go())
-    assert store._sqlite_loop.through_thread == 0 and store._sqlite_loop.commits == 0
+    assert store.connector.loop_commits.through_thread == 0 and store.connector.loop_commits.commits == 0
     assert positions(run_id) == []
 
 
@@ -199,7 +199,7 @@ def test_an_error_before_commit_writes_nothing_and_the_thread_writes_it_once(sto
         return await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
 
     result = asyncio.run(go())
-    assert store._sqlite_loop.through_thread == 1 and store._sqlite_loop.commits == 0
+    assert store.connector.loop_commits.through_thread == 1 and store.connector.loop_commits.commits == 0
     assert positions(run_id) == [0] and Attempt.objects.count() == 1
     assert result.entry_ids == list(Entry.objects.values_list("id", flat=True))
 
@@ -233,14 +233,14 @@ def test_a_commit_that_fails_and_ends_the_transaction_says_unavailable_then_reco
 
     with pytest.raises(StoreUnavailable):
         asyncio.run(fails())
-    assert store._sqlite_loop._conn is None and store._sqlite_loop.through_thread == 0
+    assert store.connector.loop_commits._conn is None and store.connector.loop_commits.through_thread == 0
     monkeypatch.setattr(sqlite_loop, "_open", real_open)
 
     async def again():
         return await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
 
     asyncio.run(again())
-    assert store._sqlite_loop.commits == 1 and positions(run_id) == [0]
+    assert store.connector.loop_commits.commits == 1 and positions(run_id) == [0]
 
 
 def test_a_commit_that_fails_and_leaves_the_transaction_open_is_written_by_the_thread(store, monkeypatch):
@@ -252,8 +252,8 @@ def test_a_commit_that_fails_and_leaves_the_transaction_open_is_written_by_the_t
         return await store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now())
 
     result = asyncio.run(go())
-    assert store._sqlite_loop.through_thread == 1 and store._sqlite_loop.commits == 0
-    assert not store._sqlite_loop._conn.in_transaction  # rolled back: the lock is not held
+    assert store.connector.loop_commits.through_thread == 1 and store.connector.loop_commits.commits == 0
+    assert not store.connector.loop_commits._conn.in_transaction  # rolled back: the lock is not held
     assert positions(run_id) == [0] and result.entry_ids == list(Entry.objects.values_list("id", flat=True))
 
 
@@ -269,7 +269,7 @@ def test_checkpoints_keep_the_wal_file_from_growing(store, monkeypatch):
             await store.acommit(run_id=run_id, owner="a", commit=a_step(i), now=now())
 
     asyncio.run(go())
-    assert store._sqlite_loop.commits > commits * 0.8  # most in the loop; some behind a checkpoint
+    assert store.connector.loop_commits.commits > commits * 0.8  # most in the loop; some behind a checkpoint
     # The frames the WAL holds since it last started over (not the file's size: SQLite keeps the
     # file at its largest, and the suite's earlier tests wrote to it). Each commit appends about 9
     # pages: with no checkpoint it would hold commits * 9 frames at least.
@@ -304,14 +304,13 @@ def test_the_watch_wakes_for_other_connections_commits_not_for_its_own(store):
             watcher.cancel()
 
     assert asyncio.run(go()) is False, "the runner's own commits woke it"
-    assert store._sqlite_loop.commits == 5
+    assert store.connector.loop_commits.commits == 5
 
 
-def test_async_commits_off_keeps_every_commit_in_the_thread(monkeypatch):
-    monkeypatch.setattr(settings, "WORKFLOWS", {**settings.WORKFLOWS, "ASYNC_COMMITS": False})
-    store = DjangoStore(db_threads=1)
+def test_the_threads_connector_keeps_every_commit_in_the_thread():
+    store = DjangoStore(db_threads=1, connector="threads")
     try:
-        assert store._sqlite_loop is None
+        assert getattr(store.connector, "loop_commits", None) is None
         run_id = claimed_run()
         asyncio.run(store.acommit(run_id=run_id, owner="a", commit=a_step(0), now=now()))
         assert positions(run_id) == [0]

@@ -122,5 +122,5 @@ def test_from_a_runners_event_loop_too(runner_store):
         "now": dt.datetime.now(dt.UTC), "first_message": OutgoingMessage(queue="start", body={"n": 3}),
     }  # fmt: skip
     run, created = asyncio.run(runner_store.aget_or_create_run(NewRun(**start)))
-    assert created and runner_store._reads.calls == 1  # one statement, from the loop
+    assert created and runner_store.connector.reads.calls == 1  # one statement, from the loop
     assert _messages(None, run.id) == [("start", {"n": 3})]

@@ -1,9 +1,11 @@
 """Recordable JSON: strict, with errors naming the culprit; NUL refused (jsonb cannot hold it)."""
 
+import datetime as dt
+
 import pytest
 
 from workflows.core.exceptions import InvalidKey, NotRecordable
-from workflows.core.jsonvalue import MAX_DEPTH, dumps, normalize, storable_text
+from workflows.core.jsonvalue import MAX_DEPTH, copy_json, dumps, normalize, storable_text
 from workflows.core.keys import validate_key
 
 
@@ -73,3 +75,21 @@ def test_key__a_lone_surrogate_is_refused():
 
 def test_storable_text__escapes_what_cannot_be_stored():
     assert storable_text("a\x00b\ud83dc\U0001f600") == "a\\u0000b\\ud83dc\U0001f600"
+
+
+def test_copy_json__a_deep_copy_that_shares_nothing_mutable():
+    original = {"a": [1, {"b": "x"}], "c": {"d": [None, True, 1.5]}}
+    copied = copy_json(original)
+    assert copied == original
+    copied["a"][1]["b"] = "changed"
+    copied["c"]["d"].append(2)
+    assert original == {"a": [1, {"b": "x"}], "c": {"d": [None, True, 1.5]}}
+
+
+def test_copy_json__values_that_are_not_json_yet_are_deep_copied_too():
+    when = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    original = {"when": when, "pair": ([1], 2), "items": {3, 4}}
+    copied = copy_json(original)
+    assert copied == original
+    copied["pair"][0].append(9)
+    assert original["pair"] == ([1], 2)

@@ -7,9 +7,10 @@ Settings (`settings.WORKFLOWS`, see workflows/conf.py):
     workflows.E003  a REGISTRIES path does not import
     workflows.E004  a REGISTRIES path names something that is not a `workflows.Registry`
     workflows.E005  two registries name the same workflow
-    workflows.E006  a COMMIT_HOOKS path does not import, or names something not callable
+    workflows.E006  a COMMIT_HOOKS or RUNNER_LIFESPAN path does not import, or names something
+                    not callable
     workflows.E007  a duration is not a positive number, or HEARTBEAT_SECONDS >= LEASE_SECONDS
-    workflows.E008  REGISTRIES or COMMIT_HOOKS is not a list of dotted paths
+    workflows.E008  REGISTRIES, COMMIT_HOOKS or RUNNER_LIFESPAN is not a list of dotted paths
     workflows.E009  RUN_STREAM_AUTH is not "token", "session" or "open"
     workflows.E016  TRACE_URL is not a URL with `{trace_id}` in it
     workflows.E020  RETENTION is not a dict of days (>= 0 or None) by status and "audited"
@@ -17,6 +18,9 @@ Settings (`settings.WORKFLOWS`, see workflows/conf.py):
                     may be None: no limit)
     workflows.E022  CLOCK is not "database" or "local"
     workflows.W005  CLOCK is "local" or STALL_CHECK is off: a multi-host protection is switched off
+    workflows.E023  CONNECTOR names no connector, or one for another database
+    workflows.W006  a retired key (ASYNC_COMMITS, GROUP_COMMIT, ASYNC_CLAIMS) is set: it is
+                    ignored; CONNECTOR replaces it
     workflows.W001  an old flat setting (WORKFLOWS_REGISTRIES, ...) is set: it is no longer read
     workflows.W002  REGISTRIES is empty and no TASKS backend is a DurableBackend: nothing to run
 Metrics:
@@ -53,6 +57,7 @@ from ..engine.registry import Registry
 from .base import DOCS, TAG
 from .database import check_sqlite, runner_pool_size_needed, runner_pool_too_small, sqlite_shared_runners
 from .inspector import check_inspector
+from .storage import check_store_settings
 
 OLD_NAMES = {
     "WORKFLOWS_REGISTRIES": "REGISTRIES",
@@ -90,7 +95,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
         ]
     errors: list[checks.CheckMessage] = []
-    unknown = sorted(str(k) for k in raw if k not in conf.DEFAULTS)
+    unknown = sorted(str(k) for k in raw if k not in conf.DEFAULTS and k not in conf.RETIRED)
     if unknown:
         errors.append(
             checks.Error(
@@ -119,6 +124,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
         )
     errors += _check_protections(raw)
+    errors += check_store_settings(raw)
     trace_url = raw.get("TRACE_URL")
     if trace_url is not None and not (
         isinstance(trace_url, str)
@@ -133,7 +139,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
         )
     errors += _check_retention(raw)
-    for key in ("REGISTRIES", "COMMIT_HOOKS"):
+    for key in ("REGISTRIES", "COMMIT_HOOKS", "RUNNER_LIFESPAN"):
         value = raw.get(key, [])
         if not isinstance(value, list | tuple) or not all(isinstance(p, str) for p in value):
             errors.append(
@@ -290,23 +296,26 @@ def check_registries(app_configs: Any = None, **kwargs: Any) -> list[checks.Chec
 
 
 def check_commit_hooks(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """COMMIT_HOOKS and RUNNER_LIFESPAN name callables: each must import and be one."""
+    hints = {
+        "COMMIT_HOOKS": "A dotted path to an async function hook(run_id, commit).",
+        "RUNNER_LIFESPAN": "A dotted path to a callable returning an async context manager "
+        "(e.g. a function decorated with contextlib.asynccontextmanager).",
+    }
     errors: list[checks.CheckMessage] = []
-    for path in _paths("COMMIT_HOOKS"):
-        try:
-            hook = import_string(path)
-        except Exception as exc:
-            problem = f"which does not import: {type(exc).__name__}: {exc}"
-        else:
-            if callable(hook):
-                continue
-            problem = f"which is a {type(hook).__name__}, not callable"
-        errors.append(
-            checks.Error(
-                f'WORKFLOWS["COMMIT_HOOKS"] names {path!r}, {problem}.',
-                hint="A dotted path to an async function hook(run_id, commit).",
-                id="workflows.E006",
+    for key, hint in hints.items():
+        for path in _paths(key):
+            try:
+                named = import_string(path)
+            except Exception as exc:
+                problem = f"which does not import: {type(exc).__name__}: {exc}"
+            else:
+                if callable(named):
+                    continue
+                problem = f"which is a {type(named).__name__}, not callable"
+            errors.append(
+                checks.Error(f'WORKFLOWS["{key}"] names {path!r}, {problem}.', hint=hint, id="workflows.E006")
             )
-        )
     return errors
 
 

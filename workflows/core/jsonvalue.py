@@ -17,6 +17,7 @@ messages, events, run keys, operators' reasons, edited inputs), on SQLite as on 
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Callable
@@ -142,3 +143,21 @@ def _describe(char: str) -> str:
     if char == "\x00":
         return "contains a NUL character (\\u0000), which cannot be stored"
     return f"contains a lone surrogate (\\u{ord(char):04x}), which cannot be stored as text"
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts, lists, scalars), several times cheaper than
+    `copy.deepcopy`, which the engine paid on every step that reads state: no memo, since a
+    recorded value holds no shared references once stored. Anything else (a value the workflow
+    put in state that is not JSON yet) is copied by `copy.deepcopy`."""
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_json(item) for item in value]
+    if kind in _SCALARS or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
+_SCALARS = frozenset({str, int, float, bool})

@@ -6,12 +6,12 @@ pipeline; the replayer's `DryRun` adds nothing that writes. Both are `core.recor
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 from ..core.clock import Clock
 from ..core.exceptions import BadInput, DuplicateEntryName, HistoryDiverged
+from ..core.jsonvalue import copy_json
 from ..core.keys import validate_key
 from ..core.limits import Limiter
 from ..core.records import EntryRecord, OutgoingMessage, RunRecord
@@ -37,7 +37,7 @@ class RunBody:
         self.registry = registry
         self.history = History(run.id, history)
         self.clock = clock
-        self.state: dict[str, Any] = copy.deepcopy(run.state)
+        self.state: dict[str, Any] = copy_json(run.state)
         self.sync_step_runner = sync_step_runner
         self.fatal: BaseException | None = None  # a diverged history: the run fails with it
         self.has_checkpoint = False

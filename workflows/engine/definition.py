@@ -157,6 +157,9 @@ class Workflow:
     on_repair: Callable[[Any, Any], Any] | None = None
     version: str = ""
     labels: tuple[str, ...] = ()  # state keys naming a run in the inspector: title first
+    # `live_labels(runs)` -> {run id: {label key: value}}: label values read from more than the state
+    # (e.g. the step running now), for a page of runs at once (one call per page, not per run).
+    live_labels: Callable[[Sequence[Any]], Mapping[str, Mapping[str, Any]]] | None = None
     # `Concurrency(max=2, key=lambda run: run.key[0])`: at most 2 runs of one group (here, per first
     # key part) execute at once across every runner; the others wait, holding nothing, in claim order.
     concurrency: Concurrency | None = None
@@ -266,6 +269,7 @@ def workflow(
     labels: Sequence[str] = (),
     concurrency: Concurrency | None = None,
     calls_out: Mapping[str, str] | None = None,
+    live_labels: Callable[[Sequence[Any]], Mapping[str, Mapping[str, Any]]] | None = None,
 ) -> Workflow:
     """Declare a workflow. `version` defaults to a fingerprint of `run`'s source. `labels` are the
     state keys whose values name a run in the inspector and on the dashboard: the first is its
@@ -275,13 +279,18 @@ def workflow(
     the repair, so the state tells the truth from then on (e.g. clears an old error). `calls_out`
     maps step names (or fnmatch patterns such as `"enrich-*"`) to the external call each makes
     (`{"publish": "post the brief to the CMS"}`): the inspector's replay confirmation lists the
-    calls that will run again."""
+    calls that will run again. `live_labels(runs)` gives label values the state does not hold yet
+    (e.g. the stage of the step running now, whose state commits with its result): called with a
+    page of runs (their `id`, `status`, `state`), it returns `{run id: {label key: value}}`, shown
+    over the state's values; one call per page, so it should read what it needs in one query."""
     if not inspect.iscoroutinefunction(run):
         raise TypeError("a workflow's run must be an `async def` function")
     if on_error is not None and _is_async(on_error):
         raise TypeError("on_error must be a plain function (it is quick bookkeeping), not `async def`")
     if on_repair is not None and _is_async(on_repair):
         raise TypeError("on_repair must be a plain function (it is quick bookkeeping), not `async def`")
+    if live_labels is not None and _is_async(live_labels):
+        raise TypeError("live_labels must be a plain function (pages call it), not `async def`")
     return Workflow(
         run=run,
         state=state,
@@ -294,4 +303,5 @@ def workflow(
         labels=_checked_labels(labels),
         concurrency=concurrency,
         calls_out=_checked_calls(calls_out),
+        live_labels=live_labels,
     )

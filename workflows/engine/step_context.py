@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any
 
 from ..core.idempotency import step_idempotency_key
-from ..core.jsonvalue import normalize
+from ..core.jsonvalue import copy_json, normalize
 from ..core.recorder import StepRecorder
 from ..core.records import EventOrigin, OutgoingMessage
 from ..core.values import ErrorEvent
@@ -34,8 +33,8 @@ class StepContext:
     def state(self) -> dict[str, Any]:
         """The run's state as this attempt sees it; its changes commit only if the attempt succeeds."""
         if self._state is None:
-            self.initial_state = copy.deepcopy(self._ex.state)
-            self._state = copy.deepcopy(self.initial_state)
+            self.initial_state = copy_json(self._ex.state)
+            self._state = copy_json(self.initial_state)
         return self._state
 
     @state.setter
@@ -110,7 +109,7 @@ def call_on_error(ex: StepRecorder, event: ErrorEvent) -> ErrorContext | None:
     handler = ex.on_error
     if handler is None:
         return None
-    c = ErrorContext(ex, copy.deepcopy(ex.state))
+    c = ErrorContext(ex, copy_json(ex.state))
     try:
         handler(c, event)
         c.state = normalize(c.state, "the state written by on_error")

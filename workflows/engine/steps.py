@@ -8,7 +8,6 @@ shows it while it runs; fast steps never pay for that marker.
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime as dt
 import inspect
 from collections.abc import Callable
@@ -188,7 +187,7 @@ async def _record_success(ex: StepRecorder, tried: _Tried) -> None:
     commit = Commit(entries=[(entry, attempt)], messages=step_ctx.messages)
     previous = None
     if step_ctx.state_touched:
-        previous = copy.deepcopy(ex.state)
+        previous = dict(ex.state)  # enough to undo: _apply_changes only sets and pops top-level keys
         _apply_changes(ex.state, step_ctx.initial_state or {}, step_ctx.state)
     try:
         await ex.commit(commit)

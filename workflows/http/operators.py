@@ -19,7 +19,9 @@ from .schemas import AUTH, BODY, INVALID, MAX_ID, NOT_FOUND, TOO_LARGE, ErrorOut
 )
 def replay(request, run_id: str, payload: ReplayIn):
     """Runs the run again from `entry_id`: that entry and the later ones of its scope become
-    superseded history; earlier ones, waits included, stay. 409 `not_applicable`: the run is
+    superseded history; earlier ones, waits included, stay. The messages the superseded waits
+    consumed are delivered again in their original order (`redeliver: false`: the replayed waits
+    wait for new ones instead; either way the audit entry names them). 409 `not_applicable`: the run is
     running right now (nothing changes, nothing is audited); 413: an edited input over
     MAX_VALUE_BYTES; 422: not a current entry of the run."""
     return operations.replay_from(
@@ -29,6 +31,7 @@ def replay(request, run_id: str, payload: ReplayIn):
         reason=payload.reason,
         input=payload.input,
         edit_input="input" in payload.model_fields_set,
+        redeliver=payload.redeliver,
     )
 
 

@@ -254,6 +254,11 @@ class ReplayIn(ReasonIn):
     input: Any = Field(
         None, description="When given (even null), the step reruns with this input instead of its own."
     )
+    redeliver: bool = Field(
+        True,
+        description="Deliver the messages the superseded waits consumed again, in their original order;"
+        " false: the replayed waits wait for new messages.",
+    )
 
 
 AUTH = {401: ErrorOut}

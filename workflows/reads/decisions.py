@@ -59,7 +59,7 @@ def awaiting_decision(limit: int = 20, using: str | None = None) -> list[Decisio
     of_declared = Q()
     for workflow, version in declared:
         of_declared |= Q(run__workflow=workflow, run__version=version)
-    waits = (
+    waits = list(
         Entry.objects.using(using)
         .filter(
             of_declared,
@@ -71,6 +71,7 @@ def awaiting_decision(limit: int = 20, using: str | None = None) -> list[Decisio
         .select_related("run")
         .order_by("-started_at")[:DECISION_SCAN]
     )
+    labels = declarations.runs_labels(list({w.run_id: w.run for w in waits}.values()))
     found: dict[str, Decision] = {}
     for wait in waits:
         definition, queues = declared[(wait.run.workflow, wait.run.version)]
@@ -86,7 +87,7 @@ def awaiting_decision(limit: int = 20, using: str | None = None) -> list[Decisio
                 key=wait.run.key,
                 wait=wait.name,
                 since=wait.started_at or wait.run.created_at,
-                labels=declarations.labels_of(definition, wait.run.state),
+                labels=labels[str(wait.run_id)],
                 queues=[],
             )
         elif wait.started_at and wait.started_at < decision.since:

@@ -1,5 +1,6 @@
 """What a workflow declares for the pages that show its runs, read through the configured registry: the state keys
-that label its runs (`workflow(..., labels=...)`), its decision queues (`queue(...,
+that label its runs (`workflow(..., labels=...)`, with `live_labels=...` for values the state does
+not hold yet), its decision queues (`queue(...,
 choices=..., note=..., shows=...)`) and the external calls of its steps (`calls_out=...`). The inspector knows workflows only through these: a run whose workflow is not in
 this server's registries shows without labels and without decision buttons.
 """
@@ -7,6 +8,8 @@ this server's registries shows without labels and without decision buttons.
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +19,9 @@ from ..engine.definition import QueueSpec, Workflow
 from ..masking import mask
 
 LABEL_CHARS = 120  # a label is a glance, not the value: longer text is cut
+LABELS_ATTR = "labels_now"  # where `label_runs` leaves a run's labels for `run_labels`
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -93,8 +99,44 @@ def labels_of(definition: Workflow | None, state: Any) -> RunLabels:
 
 
 def run_labels(run: Any) -> RunLabels:
-    """`labels_of` for a Run row."""
-    return labels_of(definition(run.workflow, run.version), run.state)
+    """`labels_of` for a Run row, with its workflow's `live_labels` (`runs_labels` of one run); the
+    labels `label_runs` attached to it, when it did."""
+    attached = getattr(run, LABELS_ATTR, None)
+    return attached if attached is not None else runs_labels([run])[str(run.id)]
+
+
+def runs_labels(runs: Sequence[Any]) -> dict[str, RunLabels]:
+    """Run id -> its labels, for a page of runs: each workflow's `live_labels` is called once with
+    its runs on the page (so a list costs the hook's queries once, not once per run), its values
+    shown over the state's. A hook that raises is logged, and the state's values are shown."""
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for run in runs:
+        groups.setdefault((run.workflow, run.version), []).append(run)
+    found: dict[str, RunLabels] = {}
+    for (workflow, version), group in groups.items():
+        declared = definition(workflow, version)
+        live = _live_labels(declared, group)
+        for run in group:
+            state = run.state if isinstance(run.state, dict) else {}
+            found[str(run.id)] = labels_of(declared, {**state, **live.get(str(run.id), {})})
+    return found
+
+
+def label_runs(runs: Sequence[Any]) -> None:
+    """Attach `runs_labels` to each run of a page, for the pages that ask `run_labels` row by row."""
+    labels = runs_labels(runs)
+    for run in runs:
+        setattr(run, LABELS_ATTR, labels[str(run.id)])
+
+
+def _live_labels(declared: Workflow | None, runs: list[Any]) -> Mapping[str, Mapping[str, Any]]:
+    if declared is None or declared.live_labels is None or not declared.labels:
+        return {}
+    try:
+        return {str(k): v for k, v in declared.live_labels(runs).items() if isinstance(v, Mapping)}
+    except Exception:  # a page shows the state's labels rather than fail on the app's hook
+        logger.exception("live_labels of %s failed; showing the state's labels", runs[0].workflow)
+        return {}
 
 
 def decision_queues(definition: Workflow | None) -> dict[str, list[str]]:

@@ -17,7 +17,7 @@ from django.utils import timezone
 from ..core.durations import format_duration
 from ..masking import mask
 from ..models import AuditEntry, Entry, Run
-from .declarations import run_labels
+from .declarations import label_runs, run_labels
 from .runs import events_after as recorded_events
 
 RECENT_RUNS = 50
@@ -82,7 +82,7 @@ def run_summary(run: Run, now: dt.datetime | None = None) -> dict[str, Any]:
 
 def recent_runs(limit: int = RECENT_RUNS, using: str | None = None) -> list[Run]:
     """The newest runs, with their progress."""
-    return list(with_progress(Run.objects.using(using).order_by("-created_at"))[:limit])
+    return _labelled(list(with_progress(Run.objects.using(using).order_by("-created_at"))[:limit]))
 
 
 def runs_changed_since(since: dt.datetime, limit: int = 1000, using: str | None = None) -> list[Run]:
@@ -90,13 +90,21 @@ def runs_changed_since(since: dt.datetime, limit: int = 1000, using: str | None 
     only `updated_at` (not indexed), and only running runs commit steps: those are few, found by
     status; every other change moves the indexed `transitioned_at`."""
     changed = Q(transitioned_at__gte=since) | Q(status=Run.Status.RUNNING, updated_at__gte=since)
-    return list(with_progress(Run.objects.using(using).filter(changed).order_by("updated_at"))[:limit])
+    return _labelled(
+        list(with_progress(Run.objects.using(using).filter(changed).order_by("updated_at"))[:limit])
+    )
 
 
 def runs_by_id(ids: list[str], using: str | None = None) -> list[Run]:
     """These runs (malformed ids name none), with their progress."""
     ids = [i for i in (parse_run_id(x) for x in ids) if i]
-    return list(with_progress(Run.objects.using(using).filter(id__in=ids)))
+    return _labelled(list(with_progress(Run.objects.using(using).filter(id__in=ids))))
+
+
+def _labelled(runs: list[Run]) -> list[Run]:
+    """The list with each run's labels attached (`label_runs`: live labels read once per list)."""
+    label_runs(runs)
+    return runs
 
 
 def latest_change(using: str | None = None) -> dt.datetime:

@@ -183,9 +183,18 @@ class Store(StoreMethods):
         return await self.run_sync(self.due_elsewhere, workflows, now=now, limit=limit)
 
     async def areplay(
-        self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime, input: Any = NOT_EDITED
+        self,
+        run_id: str,
+        entry_id: int,
+        *,
+        audit: Audit,
+        now: dt.datetime,
+        input: Any = NOT_EDITED,
+        redeliver: bool = True,
     ) -> RunRecord:
-        return await self.run_sync(self.replay, run_id, entry_id, audit=audit, now=now, input=input)
+        return await self.run_sync(
+            self.replay, run_id, entry_id, audit=audit, now=now, input=input, redeliver=redeliver
+        )
 
     async def aretry_now(self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime) -> RunRecord:
         return await self.run_sync(self.retry_now, run_id, entry_id, audit=audit, now=now)

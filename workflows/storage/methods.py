@@ -205,12 +205,21 @@ class StoreMethods(ABC):
     # --- operators' repairs: each one transaction with its audit entry --------------------------------
     @abstractmethod
     def replay(
-        self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime, input: Any = NOT_EDITED
+        self,
+        run_id: str,
+        entry_id: int,
+        *,
+        audit: Audit,
+        now: dt.datetime,
+        input: Any = NOT_EDITED,
+        redeliver: bool = True,
     ) -> RunRecord:
         """Run the run again from this current entry: it and the later entries of its scope become
         superseded history (kept, with their attempts), earlier ones stay; the run is runnable at
-        once. With `input`, the step reruns with it instead of its recorded input. RunBusy while a
-        runner holds the run; BadInput for an entry that is not current."""
+        once. With `input`, the step reruns with it instead of its recorded input. The messages the
+        superseded entries consumed go back on their queues in their original order (`redeliver`
+        False: they stay consumed, and the replayed waits wait for new ones); the audit entry names
+        them. RunBusy while a runner holds the run; BadInput for an entry that is not current."""
 
     @abstractmethod
     def retry_now(self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime) -> RunRecord:

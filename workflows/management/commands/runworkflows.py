@@ -1,7 +1,9 @@
 """`python manage.py runworkflows`: builds a Runner and runs it until SIGTERM/SIGINT."""
 
 import asyncio
+import contextlib
 import datetime as dt
+import logging
 import os
 import signal
 import time
@@ -17,6 +19,8 @@ from workflows.http import metrics as metrics_endpoint
 from workflows.storage.django import DjangoStore
 from workflows.storage.django.prune import prune_in_own_thread
 from workflows.telemetry import metrics
+
+logger = logging.getLogger("workflows.engine.runner")  # beside the runner's own "started" line
 
 
 class Command(BaseCommand):
@@ -73,6 +77,7 @@ class Command(BaseCommand):
             except OSError as exc:
                 raise CommandError(f"cannot serve metrics on {metrics_addr}:{metrics_port}: {exc}") from exc
         store = DjangoStore(db_threads=threads)
+        logger.info('store: the %s connector (WORKFLOWS["CONNECTOR"])', type(store.connector).__name__)
         tally = Tally() if until_idle else None
         started = time.monotonic()
         runner = Runner(
@@ -91,7 +96,10 @@ class Command(BaseCommand):
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, runner.request_stop)
-            await runner.run(until_idle=until_idle)
+            async with contextlib.AsyncExitStack() as lifespan:  # WORKFLOWS["RUNNER_LIFESPAN"]
+                for enter in conf.runner_lifespans():
+                    await lifespan.enter_async_context(enter())
+                await runner.run(until_idle=until_idle)
 
         try:
             asyncio.run(main())

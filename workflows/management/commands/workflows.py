@@ -4,7 +4,7 @@ reads the admin and the API use, print. Repairs are audited with the actor `cli:
     workflows apikey create NAME | apikey revoke NAME
     workflows list [--status S] [--workflow W] [--limit N] [--cursor C]
     workflows show RUN_ID
-    workflows replay RUN_ID --entry ID --reason WHY [--input JSON]
+    workflows replay RUN_ID --entry ID --reason WHY [--input JSON] [--wait-for-new]
     workflows retry-now RUN_ID --entry ID --reason WHY
     workflows cancel RUN_ID --reason WHY
     workflows send RUN_ID QUEUE --body JSON --reason WHY
@@ -74,6 +74,11 @@ class Command(BaseCommand):
         replay.add_argument("--entry", type=int, required=True, help="The entry id (see `show`).")
         replay.add_argument("--reason", required=True)
         replay.add_argument("--input", help="JSON: rerun the step with this input instead of its own.")
+        replay.add_argument(
+            "--wait-for-new",
+            action="store_true",
+            help="Do not deliver again the messages the superseded waits consumed: they wait for new ones.",
+        )
 
         retry = sub.add_parser("retry-now", help="Retry a step now instead of waiting out its backoff.")
         retry.add_argument("run_id")
@@ -146,12 +151,13 @@ class Command(BaseCommand):
                     line += f" (next in {format_duration(attempt.delay)})"
                 w(line)
 
-    def do_replay(self, *, run_id, entry, reason, input, **_):
+    def do_replay(self, *, run_id, entry, reason, input, wait_for_new=False, **_):
         edit = input is not None
         value = _json(input, "--input") if edit else None
         run = operations.replay_from(
-            run_id, entry, actor=_actor(), reason=reason, input=value, edit_input=edit
-        )
+            run_id, entry, actor=_actor(), reason=reason, input=value, edit_input=edit,
+            redeliver=not wait_for_new,
+        )  # fmt: skip
         self.stdout.write(f"run {run.id} replays from entry {entry}; it is {run.status}.")
 
     def do_retry_now(self, *, run_id, entry, reason, **_):

@@ -61,7 +61,7 @@ class AsyncCommits:
         alone: Callable[[commit_statement.Pending], Awaitable[CommitResult]],
         group: bool = True,
     ) -> None:
-        self.connection = LoopConnection(connect)  # `DjangoStore._loop_connection` opens it
+        self.connection = LoopConnection(connect)  # `PostgresLoop._loop_connection` opens it
         self._alone = alone  # the same commit through a database thread (Django's errors)
         self._max_batch = MAX_BATCH if group else 1
         self._queue: deque[_Queued] = deque()

@@ -80,14 +80,18 @@ class DjangoClaims(StorePaths):
         now: dt.datetime,
         concurrency: Mapping[str, int] | None = None,
     ) -> list[RunRecord]:
-        """A runner's claim of workflows with no concurrency limit goes from its event loop
-        (`loop_reads`) unless a call is in flight there; the rest through the threads."""
-        if self._reads is not None and not self._reads.busy and not set(concurrency or ()) & set(workflows):
+        """A claim of workflows with no concurrency limit goes the connector's way (`read`: a
+        runner's on PostgreSQL, from its event loop), with the resume reads of the runs it takes;
+        the rest through the threads."""
+        # The connector may not read now (no loop connection, one call in flight, a statement
+        # refused): the threads then. A claim of limited workflows takes their advisory lock in
+        # a transaction of several statements, which only the threads' connection holds.
+        if self.connector.reads_here and not set(concurrency or ()) & set(workflows):
             lease_until = now + dt.timedelta(seconds=lease_seconds)
             lease = shared.claim_lease(owner, lease_until, now)
             claim = _claim_statement(statements.claim_due(workflows, limit, now), lease, lazy=True)
             claimed_before = [values.t(lease_until), owner, RunStatus.RUNNING]
-            rows = await self._reads.fetch(
+            rows = await self.connector.read(
                 [
                     (postgres.GENERIC_PLAN, []),
                     claim,

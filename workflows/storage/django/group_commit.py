@@ -1,8 +1,8 @@
 """Group commit through the database threads: step commits of several runs that are ready at the
 same moment go to PostgreSQL as one statement (`commit_statement.commit_group`): one round trip, one
-transaction, one WAL flush, each run's writes still fenced by its own lease. This is the path with
-WORKFLOWS["ASYNC_COMMITS"] off; by default a runner sends its step commits from its event loop
-(`async_commits`), which groups them in its own way.
+transaction, one WAL flush, each run's writes still fenced by its own lease. This is the path of
+the `PostgresThreads` connector (`connectors`); by default a runner sends its step commits from
+its event loop (`async_commits`, `loop_connectors.PostgresLoop`), which groups them in its own way.
 
 Nothing waits to fill a batch. A queued commit hands a job to the store's database threads at the
 end of the event loop's turn (so commits made ready in the same turn join it) unless a job is

@@ -18,7 +18,7 @@ class LoopConnection:
     connection belongs to the loop that opened it: a test's `asyncio.run` each time)."""
 
     def __init__(self, connect: Callable[[], Awaitable[Any]]) -> None:
-        self._connect = connect  # opens one (`DjangoStore._loop_connection`)
+        self._connect = connect  # opens one (`PostgresLoop._loop_connection`)
         self._conn: Any = None  # psycopg.AsyncConnection
         self._loop: asyncio.AbstractEventLoop | None = None
 

@@ -17,6 +17,7 @@ from ...core.exceptions import BadInput, RunNotFound
 from ...core.jsonvalue import normalize
 from ...core.keys import quoted
 from ...core.records import (
+    CHILD_QUEUE_PREFIX,
     NOT_EDITED,
     Audit,
     AuditAction,
@@ -27,7 +28,7 @@ from ...core.records import (
     RunRecord,
     RunStatus,
 )
-from ...models import AuditEntry, Entry, Run
+from ...models import AuditEntry, Entry, Message, Run
 from .notify import notify_now
 from .rows import ENTRY_FIELDS, audit_record, run_record
 
@@ -48,9 +49,45 @@ def _locked_run(run_id: str) -> Run:
     return run
 
 
+def _consumed_by(run_id: str, entry_ids: list[int]) -> list[dict[str, Any]]:
+    """The messages these entries consumed, in their original order (oldest first). A child's
+    report on its parent's internal queue is not among them: a replayed `child` entry reads a
+    finished child's outcome from the child run itself."""
+    rows = (
+        Message.objects.filter(run_id=run_id, consumed_by_id__in=entry_ids)
+        .exclude(queue__startswith=CHILD_QUEUE_PREFIX)
+        .order_by("id")
+    )
+    return [{"id": m["id"], "queue": m["queue"]} for m in rows.values("id", "queue")]
+
+
+def _put_back(run_id: str, entry_ids: list[int]) -> dict[str, Any]:
+    """Re-deliver what the superseded entries consumed: the same rows made unconsumed, not copies.
+    Each keeps its id, so the queue hands them out again in their original order, ahead of any
+    message sent since, and a row can be consumed once more only once (no copy is left behind to
+    deliver twice); a completed message keeps the response its sender already read."""
+    messages = _consumed_by(run_id, entry_ids)
+    if messages:
+        ids = [m["id"] for m in messages]
+        Message.objects.filter(run_id=run_id, id__in=ids).update(consumed_at=None, consumed_by=None)
+    return {"redelivered": messages}
+
+
+def _left_consumed(run_id: str, entry_ids: list[int]) -> dict[str, Any]:
+    """The operator chose to wait for new messages: the consumed ones stay with the history."""
+    return {"redelivered": [], "not_redelivered": _consumed_by(run_id, entry_ids)}
+
+
 class DjangoRepairs:
     def replay(
-        self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime, input: Any = NOT_EDITED
+        self,
+        run_id: str,
+        entry_id: int,
+        *,
+        audit: Audit,
+        now: dt.datetime,
+        input: Any = NOT_EDITED,
+        redeliver: bool = True,
     ) -> RunRecord:
         edited = input is not NOT_EDITED
         if edited:  # refused before the transaction starts
@@ -72,6 +109,7 @@ class DjangoRepairs:
             )
             Entry.objects.filter(id__in=doomed).update(superseded=True)
             details: dict[str, Any] = {"from_entry": first.id, "from_step": first.name, "superseded": doomed}
+            details.update(_put_back(run_id, doomed) if redeliver else _left_consumed(run_id, doomed))
             if edited:
                 Entry.objects.create(
                     run=run, scope=first.scope, position=first.position, name=first.name, kind=first.kind,

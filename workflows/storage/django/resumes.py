@@ -64,14 +64,10 @@ class DjangoResumes(StorePaths):
         return writes.commit(run_id, owner, commit, now)
 
     async def acommit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
-        """A runner's store: on PostgreSQL a step's commit goes on the async path, where it may
-        share one statement with the commits of other runs ready at the same moment; on SQLite
-        it is written from the event loop while the database thread is idle."""
-        if self._group is not None and self._group.accepts(commit):
-            return await self._group.commit(run_id=run_id, owner=owner, commit=commit, now=now)
-        if self._sqlite_loop is not None and self._sqlite_loop.accepts(commit):
-            return await self._sqlite_loop.commit(run_id=run_id, owner=owner, commit=commit, now=now)
-        return await self.run_sync(self.commit, run_id=run_id, owner=owner, commit=commit, now=now)
+        """The connector's way: a runner's on PostgreSQL sends it from the event loop, where it may
+        share one statement with other runs' commits; on SQLite it is written from the event loop
+        while the database thread is idle; else through the threads."""
+        return await self.connector.commit(run_id=run_id, owner=owner, commit=commit, now=now)
 
     def load_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
         """PostgreSQL: the history and the unconsumed messages (up to RESUME_MESSAGES; None when
@@ -86,14 +82,16 @@ class DjangoResumes(StorePaths):
             return resumed(history_cursor.fetchall(), message_cursor.fetchall())
 
     async def aload_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
-        """What the claim read already (`_keep_prefetched`), else a read from the runner's event
-        loop (`loop_reads`) unless a call is in flight there, else through the threads."""
+        """What the claim read already (`_keep_prefetched`), else the connector's way (`read`: a
+        runner's on PostgreSQL, from its event loop), else through the threads."""
         prefetched = self._prefetched.pop(run_id, None)
         if prefetched is not None:
             return prefetched
-        if self._reads is not None and not self._reads.busy:
+        if self.connector.reads_here:
             rid = values.rid(run_id)
-            rows = await self._reads.fetch([(HISTORY_READ, [rid]), (RESUME_READ, [rid, RESUME_MESSAGES + 1])])
+            rows = await self.connector.read(
+                [(HISTORY_READ, [rid]), (RESUME_READ, [rid, RESUME_MESSAGES + 1])]
+            )
             if rows is not None:
                 return resumed(*rows)
         return await self.run_sync(self.load_resume, run_id)

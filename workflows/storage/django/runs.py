@@ -83,11 +83,12 @@ class DjangoRuns(StorePaths):
     async def aget_or_create_held_run(
         self, new: NewRun, *, owner: str, lease_seconds: float
     ) -> tuple[RunRecord, bool, bool]:
-        """From the runner's event loop (`loop_reads`) unless a call is in flight there."""
-        if self._reads is not None and not self._reads.busy:
+        """The connector's way (`read`: a runner's on PostgreSQL, from its event loop), else through
+        the threads (see `DjangoClaims.aclaim` for when)."""
+        if self.connector.reads_here:
             new = _holdable(new)
             statement = starts.held_run_statement(new, owner, new.now + dt.timedelta(seconds=lease_seconds))
-            rows = await self._reads.fetch([(statement.sql, statement.params)])
+            rows = await self.connector.read([(statement.sql, statement.params)])
             if rows is not None:
                 if rows[0]:
                     return statement.record, True, True
@@ -96,24 +97,23 @@ class DjangoRuns(StorePaths):
         return await self.run_sync(self.get_or_create_held_run, new, owner=owner, lease_seconds=lease_seconds)
 
     async def aget_or_create_run(self, new: NewRun) -> tuple[RunRecord, bool]:
-        """A runner's store (a run started by a workflow's code, `Runner.start`) creates from its
-        event loop (`loop_reads`) unless a call is in flight there; a taken key goes through the
-        threads, which read its run."""
-        if self._reads is not None and not self._reads.busy:
+        """A runner's store (a run started by a workflow's code, `Runner.start`) creates the
+        connector's way (`read`); a taken key goes through the threads, which read its run."""
+        if self.connector.reads_here:
             statement = starts.new_run_statement(new)
-            rows = await self._reads.fetch([(statement.sql, statement.params)])
+            rows = await self.connector.read([(statement.sql, statement.params)])
             if rows is not None and rows[0]:
                 return statement.record, True
         return await self.run_sync(self.get_or_create_run, new)
 
     async def aget_run(self, run_id: str) -> RunRecord:
-        """A runner's store reads from its event loop (`loop_reads`) unless a call is in flight there."""
-        if self._reads is not None and not self._reads.busy:
+        """The connector's way (`read`), else through the threads."""
+        if self.connector.reads_here:
             try:
                 rid = values.rid(run_id)
             except (ValidationError, ValueError, TypeError):  # not a UUID
                 raise RunNotFound(f"no run with id {quoted(run_id)}") from None
-            rows = await self._reads.fetch([(RUN_READ, [rid])])
+            rows = await self.connector.read([(RUN_READ, [rid])])
             if rows is not None:
                 if not rows[0]:
                     raise RunNotFound(f"no run with id {quoted(run_id)}")

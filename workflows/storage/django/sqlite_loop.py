@@ -5,7 +5,7 @@ work: two thread wake-ups, about 0.1 ms on a small machine, more than the commit
 take at `synchronous=NORMAL`. Written in the loop, it costs the statements alone; the loop waits
 meanwhile, as long as SQLite takes (with `SQLITE_SYNCHRONOUS=FULL`, the wait for the disk too),
 which is the time the committing run waited anyway, but the runner's other runs wait with it.
-`bench/side_by_side_sqlite.py` measures a step both ways (`WORKFLOWS["ASYNC_COMMITS"]`).
+`bench/side_by_side_sqlite.py` measures a step both ways (the `SqliteLoop` connector, and `"threads"`).
 
 It never waits for a lock, so it never holds the loop for long:
 - the connection's busy timeout is 0, and a commit is written there only while the database

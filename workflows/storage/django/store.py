@@ -2,12 +2,14 @@
 
 Its parts, one idea each: runs started, read and sent to (`runs`), claims and leases (`claims`),
 resumed runs' history and commits (`resumes`), runners' presence (`presence`), start options
-and schedules (`schedules`), operators' repairs (`repairs`), all over `paths`, which says where
-a call runs. The hot path (commit, claim, heartbeat) is plain SQL named in `statements`, so that
+and schedules (`schedules`), operators' repairs (`repairs`), all written once over the store's
+connector (`paths` chooses it; `connectors`, `loop_connectors`), which says how a call reaches
+the database. The hot path (commit, claim, heartbeat) is plain SQL named in `statements`, so that
 a recorded step costs a handful of statements in one transaction (`writes`); reads use the ORM.
-Methods run in Django's database thread when called through their `a`-prefixed twins, but for a
-runner's on PostgreSQL: its step commits, claims (with the resume reads of the runs they take),
-run starts and run reads go from its event loop (`async_commits`, `loop_reads`).
+A store without database threads runs its calls in Django's thread (`DjangoThread`); a
+runner's on PostgreSQL sends its step commits, claims (with the resume reads of the runs they
+take), run starts and run reads from its event loop (`PostgresLoop`), on SQLite its step commits
+(`SqliteLoop`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ class DjangoStore(
     caller's connection and transaction, as tests and views need. A runner gives it a pool of
     database threads instead (one connection each): runs then wait on the database in parallel,
     and a call costs a plain executor hop. SQLite always gets one thread: it has one writer, and
-    its change check (data_version) must ask the connection that writes."""
+    its change check (data_version) must ask the connection that writes. `connector` (a name of
+    `paths.CONNECTORS`, or a factory such as a connector class) overrides the default, which
+    WORKFLOWS["CONNECTOR"] may name for a runner's store (benchmarks, diagnosis)."""
 
     @property
     def shared_clock(self) -> Clock:
