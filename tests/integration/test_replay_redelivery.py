@@ -1,7 +1,7 @@
 """A replay from a wait delivers again what the superseded waits consumed: the same message rows
 made unconsumed (no copy), in their original order, ahead of messages sent since; with
-`redeliver=False` they stay consumed and the replayed wait waits for a new one. Django store only
-(the in-memory store refuses to replay past a consumed message). On SQLite and PostgreSQL."""
+`redeliver=False` they stay consumed and the replayed wait waits for a new one. On SQLite and
+PostgreSQL."""
 
 from __future__ import annotations
 

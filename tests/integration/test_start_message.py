@@ -1,8 +1,8 @@
 """A run started with its first message (`get_or_create(message=(queue, body))`, as POST /jobs
 starts a job): the run and the message are stored together or not at all, in one statement on
 PostgreSQL; a key that already has a run gets no message; a bad message writes nothing; a
-debounced start still waits; a replacing start gives the message to the new run only. Each on
-the in-memory store and on the database (SQLite, or PostgreSQL with DATABASE_URL)."""
+debounced start still waits; a replacing start gives the message to the new run only. On the
+database (SQLite, or PostgreSQL with DATABASE_URL)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from workflows.core.records import OutgoingMessage
 from workflows.engine.client import WorkflowClient
 from workflows.models import Message, Run
 from workflows.storage.django import DjangoStore
-from workflows.storage.memory import MemoryStore
 from workflows.testing import run_until_idle
 
 pytestmark = pytest.mark.django_db
@@ -35,9 +34,9 @@ async def _takes_its_start(ctx):
 REGISTRY = setup(use={"wf": workflow(_takes_its_start, queues={"start": queue()})})
 
 
-@pytest.fixture(params=["memory", "database"])
-def store(request):
-    return MemoryStore() if request.param == "memory" else DjangoStore()
+@pytest.fixture
+def store():
+    return DjangoStore()
 
 
 def _client(store) -> WorkflowClient:
@@ -46,21 +45,15 @@ def _client(store) -> WorkflowClient:
 
 def _messages(store, run_id: str) -> list[tuple[str, object]]:
     """(queue, body) of the run's messages, oldest first."""
-    if isinstance(store, MemoryStore):
-        return [
-            (m.queue, m.body)
-            for m in sorted(store.messages.values(), key=lambda m: m.id)
-            if m.run_id == run_id
-        ]
     return list(Message.objects.filter(run_id=run_id).order_by("id").values_list("queue", "body"))
 
 
 def _all_messages(store) -> int:
-    return len(store.messages) if isinstance(store, MemoryStore) else Message.objects.count()
+    return Message.objects.count()
 
 
 def _all_runs(store) -> int:
-    return len(store.runs) if isinstance(store, MemoryStore) else Run.objects.count()
+    return Run.objects.count()
 
 
 def test_the_run_and_its_first_message_are_stored_together_and_the_run_takes_it(store):

@@ -1,6 +1,5 @@
 """Replayer.compensations: what a cancel of a run would compensate, from a dry replay of its
-history (no step body runs, nothing is written), over the in-memory store here and the database
-in tests/integration."""
+history (no step body runs, nothing is written), over the real store on the test database."""
 
 from __future__ import annotations
 

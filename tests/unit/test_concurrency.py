@@ -1,6 +1,6 @@
-"""Concurrency groups and priority: the declaration, the arithmetic, and the store's claim
-semantics (at most `max` runs of a group execute at once; higher priority first, FIFO within one).
-Run over the in-memory store here and over the database by tests/integration/test_engine_on_db.py."""
+"""Concurrency groups and priority: the declaration and the store's claim semantics (at most `max`
+runs of a group execute at once; higher priority first, FIFO within one). Over the real store on
+the test database (tests/harness.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import datetime as dt
 import pytest
 
 from workflows import Concurrency, queue, setup, workflow
-from workflows.core.concurrency import admit, check_priority
+from workflows.core.concurrency import check_priority
 from workflows.core.exceptions import BadInput, RunNotFound
 from workflows.core.records import Commit, RunStatus, Transition
 from workflows.engine.runner import Runner
@@ -78,20 +78,6 @@ def test_group__named_after_the_workflow_and_the_key_function():
 def test_group__a_failing_key_function_is_a_clear_error(key):
     with pytest.raises(BadInput, match="concurrency key function"):
         Concurrency(max=1, key=key).group("wf", ["a"])
-
-
-def test_admit__takes_in_order_up_to_each_groups_free_slots():
-    candidates = [
-        ("1", "wf", "wf/a"),
-        ("2", "wf", "wf/a"),
-        ("3", "wf", "wf/b"),
-        ("4", "other", None),
-        ("5", "wf", "wf/a"),
-    ]
-    assert admit(candidates, running={"wf/a": 1}, caps={"wf": 2}, limit=10) == ["1", "3", "4"]
-    assert admit(candidates, running={}, caps={"wf": 2}, limit=10) == ["1", "2", "3", "4"]
-    assert admit(candidates, running={}, caps={"wf": 2}, limit=2) == ["1", "2"]
-    assert admit(candidates, running={"wf/a": 5}, caps={}, limit=10) == ["1", "2", "3", "4", "5"]
 
 
 # --- starting -----------------------------------------------------------------------------------------

@@ -9,10 +9,10 @@ import datetime as dt
 from workflows import Concurrency, setup, workflow
 from workflows.core.clock import Clock
 from workflows.engine.runner import Runner
-from workflows.storage.memory import MemoryStore
+from workflows.storage.django import DjangoStore
 
 
-class CountingClaims(MemoryStore):
+class CountingClaims(DjangoStore):
     claims = 0
     wake_reads = 0
 
@@ -51,8 +51,8 @@ def _peak(spans: list[tuple[str, float, float]], group: str) -> int:
     return peak
 
 
-async def test_runner__executes_each_group_at_most_max_at_once_and_finishes_everything():
-    store, spans = MemoryStore(), []
+async def test_runner__executes_each_group_at_most_max_at_once_and_finishes_everything(django_store):
+    store, spans = django_store, []
     reg = _registry(2, spans)
     client = reg.client("wf", store=store)
     ids = [client.get_or_create([g, str(i)]).run_id for g in ("acme", "beta") for i in range(6)]
@@ -62,7 +62,7 @@ async def test_runner__executes_each_group_at_most_max_at_once_and_finishes_ever
     assert _peak(spans, "acme") == 2 and _peak(spans, "beta") == 2
 
 
-async def test_until_idle__does_not_busy_loop_on_runs_held_in_a_full_group():
+async def test_until_idle__does_not_busy_loop_on_runs_held_in_a_full_group(engine_db):
     store = CountingClaims()
     reg = _registry(1)
     client = reg.client("wf", store=store)
@@ -85,7 +85,7 @@ async def test_until_idle__does_not_busy_loop_on_runs_held_in_a_full_group():
     assert held.key == ["acme", "0"]
 
 
-async def test_runner__waits_while_its_own_runs_hold_the_slots_and_takes_the_next_as_one_ends():
+async def test_runner__waits_while_its_own_runs_hold_the_slots_and_takes_the_next_as_one_ends(engine_db):
     store, spans = CountingClaims(), []
     reg = _registry(1, spans)
     client = reg.client("wf", store=store)
@@ -99,8 +99,8 @@ async def test_runner__waits_while_its_own_runs_hold_the_slots_and_takes_the_nex
     assert store.claims <= 4 + 3
 
 
-async def test_runner__a_lapsed_lease_frees_the_slot_for_an_idle_runner():
-    store = MemoryStore()
+async def test_runner__a_lapsed_lease_frees_the_slot_for_an_idle_runner(django_store):
+    store = django_store
     reg = _registry(1)
     client = reg.client("wf", store=store)
     for i in range(2):

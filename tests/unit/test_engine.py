@@ -1,4 +1,4 @@
-"""The executor over the in-memory store: every primitive and guarantee, no database."""
+"""The executor over the real store on the test database: every primitive and guarantee."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""join, race, loop, try, compensation and versioning over the in-memory store."""
+"""join, race, loop, try, compensation and versioning over the real store on the test database."""
 
 from __future__ import annotations
 

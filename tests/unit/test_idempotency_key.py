@@ -1,5 +1,5 @@
 """`step.idempotency_key`: stable across the attempts and crash-restarts of one recorded entry,
-new for the entries an operator's replay runs again. On both stores (tests/integration)."""
+new for the entries an operator's replay runs again."""
 
 from __future__ import annotations
 

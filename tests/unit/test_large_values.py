@@ -1,7 +1,7 @@
 """Values over WORKFLOWS["MAX_VALUE_BYTES"] at every door: a step's output, its input, the state
 (written by a step or the body), a message body (client and step), an operator's edited input.
-Each is refused naming what and how big, and nothing is stored. Over the in-memory store here;
-tests/integration/test_large_values_on_db.py runs the same cases on the real database."""
+Each is refused naming what and how big, and nothing is stored. Over the real store on the test
+database."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 crash or a store failure cuts the attempt off, the rerun broadcasts again. Before the run executes
 again, the cut attempt's events are marked `lost` and named in a `$lost` event, so a follower drops
 them and a reader of the history sees which ones to ignore; a step that was marked running has its
-cut attempt recorded as `lost`, and the rerun is its next attempt. Over the in-memory store here and the real
-database in tests/integration; a SIGKILLed runner in tests/acceptance/test_crash_flows.py."""
+cut attempt recorded as `lost`, and the rerun is its next attempt. Over the real store on the test
+database here; a SIGKILLed runner in tests/acceptance/test_crash_flows.py."""
 
 from __future__ import annotations
 

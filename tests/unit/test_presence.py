@@ -1,4 +1,4 @@
-"""Runners' presence and same-host takeover over the in-memory store: a runner announces itself,
+"""Runners' presence and same-host takeover over the real store: a runner announces itself,
 refreshes and withdraws its record; it takes over the runs of a dead runner of its own host at
 once, never those of a live process or of another host; it reports due runs no live runner knows."""
 
@@ -22,7 +22,7 @@ from workflows.core.new_run import NewRun
 from workflows.core.records import RunnerRecord
 from workflows.engine import presence
 from workflows.engine.runner import Runner
-from workflows.storage.memory import MemoryStore
+from workflows.storage.django import DjangoStore
 
 
 async def _one_step(ctx):
@@ -40,7 +40,7 @@ def exited_pid() -> int:
     return proc.pid
 
 
-def ghost(store: MemoryStore, **fields) -> tuple[str, RunnerRecord]:
+def ghost(store: DjangoStore, **fields) -> tuple[str, RunnerRecord]:
     """A run held under a long lease by runner `ghost`, whose presence record is `fields`."""
     run, _ = store.get_or_create_run(
         NewRun(workflow="wf", key=["k"], version="", initial_state={}, now=now())
@@ -73,41 +73,46 @@ async def until(predicate, what: str, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.01)
 
 
-async def run_until_idle(store: MemoryStore, **kwargs) -> Runner:
+def runners(store: DjangoStore) -> dict[str, RunnerRecord]:
+    """The presence records, by owner."""
+    return {r.owner: r for r in store.list_runners()}
+
+
+async def run_until_idle(store: DjangoStore, **kwargs) -> Runner:
     runner = Runner(registry=registry, store=store, lease_seconds=LONG_LEASE, watch=False, **kwargs)
     await asyncio.wait_for(runner.run(until_idle=True), 30)
     return runner
 
 
-async def test_a_runner_announces_itself_refreshes_and_withdraws():
-    store = MemoryStore()
+async def test_a_runner_announces_itself_refreshes_and_withdraws(django_store):
+    store = django_store
     runner = Runner(registry=registry, store=store, heartbeat_seconds=0.02, watch=False, concurrency=3)
     task = asyncio.create_task(runner.run())
-    await until(lambda: store.runners, "the runner to announce itself")
+    await until(lambda: runners(store), "the runner to announce itself")
     [me] = store.list_runners()
     assert (me.owner, me.host, me.pid, me.concurrency) == (runner.owner, presence.hostname(), os.getpid(), 3)
     assert me.workflows == {"wf": [registry.get("wf").version]} and me.alive(now())
     first_seen = me.last_seen
-    await until(lambda: store.runners[runner.owner].last_seen > first_seen, "a heartbeat to refresh it")
+    await until(lambda: runners(store)[runner.owner].last_seen > first_seen, "a heartbeat to refresh it")
     store.unregister_runner(runner.owner)  # forgotten meanwhile: it registers again
-    await until(lambda: runner.owner in store.runners, "the runner to register again")
+    await until(lambda: runner.owner in runners(store), "the runner to register again")
     runner.request_stop()
     await asyncio.wait_for(task, 10)
     assert store.list_runners() == []  # a graceful stop removes it
 
 
-async def test_restart__takes_over_a_dead_runner_of_this_host_at_once():
-    store = MemoryStore()
+async def test_restart__takes_over_a_dead_runner_of_this_host_at_once(django_store):
+    store = django_store
     run_id, _ = ghost(store)
     await run_until_idle(store)
     run = store.get_run(run_id)
     assert run.status == "completed"  # without a takeover it would wait LONG_LEASE seconds
-    assert "ghost" not in store.runners  # the dead runner's record went with its runs
+    assert "ghost" not in runners(store)  # the dead runner's record went with its runs
     assert store.list_runners() == []
 
 
-async def test_a_reused_pid__its_old_runner_is_taken_over():
-    store = MemoryStore()
+async def test_a_reused_pid__its_old_runner_is_taken_over(django_store):
+    store = django_store
     # Our own pid, but with a start time that is not ours: the runner that had it has exited.
     run_id, _ = ghost(store, pid=os.getpid(), process_start="1")
     await run_until_idle(store)
@@ -123,13 +128,13 @@ async def test_a_reused_pid__its_old_runner_is_taken_over():
         pytest.param({"pid": os.getpid(), "process_start": ""}, id="alive, start unknown"),
     ],
 )
-async def test_never_takes_over_a_live_process_or_another_host(fields):
-    store = MemoryStore()
+async def test_never_takes_over_a_live_process_or_another_host(django_store, fields):
+    store = django_store
     run_id, _ = ghost(store, **fields)
     await run_until_idle(store)
     run = store.get_run(run_id)
     assert (run.status, run.lease_owner) == ("running", "ghost")  # still held: the lease runs on
-    assert "ghost" in store.runners
+    assert "ghost" in runners(store)
 
 
 def test_process_gone__exited_zombie_and_live_processes():
@@ -149,8 +154,8 @@ def test_process_gone__exited_zombie_and_live_processes():
     assert presence.process_gone(proc.pid, start)
 
 
-async def test_due_runs_no_live_runner_knows__reported_once_per_workflow(caplog):
-    store = MemoryStore()
+async def test_due_runs_no_live_runner_knows__reported_once_per_workflow(django_store, caplog):
+    store = django_store
     store.get_or_create_run(NewRun(workflow="orphan", key=["a"], version="", initial_state={}, now=now()))
     store.get_or_create_run(NewRun(workflow="orphan", key=["b"], version="", initial_state={}, now=now()))
     runner = Runner(registry=registry, store=store, watch=False)
@@ -163,7 +168,7 @@ async def test_due_runs_no_live_runner_knows__reported_once_per_workflow(caplog)
         " serves wf): they wait until a runner that registers it starts"
     ]
     caplog.clear()
-    other = replace(store.runners[runner.owner], owner="other", workflows={"orphan": ["1"]})
+    other = replace(runners(store)[runner.owner], owner="other", workflows={"orphan": ["1"]})
     store.register_runner(other)  # a live runner knows it: nothing to report
     await runner._look_around()
     store.register_runner(replace(other, last_seen=now() - dt.timedelta(hours=1)))  # it died
@@ -178,7 +183,7 @@ def test_runner_record_alive_for_a_few_lease_periods():
     assert not record.alive(record.last_seen + dt.timedelta(seconds=31))
 
 
-class NoPresenceStore(MemoryStore):
+class NoPresenceStore(DjangoStore):
     """A store whose presence table is missing (a deploy before its migration)."""
 
     def register_runner(self, runner):
@@ -188,7 +193,7 @@ class NoPresenceStore(MemoryStore):
         raise RuntimeError("no such table: workflows_runnerpresence")
 
 
-async def test_presence_failing__the_runner_still_runs_its_runs(caplog):
+async def test_presence_failing__the_runner_still_runs_its_runs(engine_db, caplog):
     store = NoPresenceStore()
     run, _ = store.get_or_create_run(
         NewRun(workflow="wf", key=["k"], version="", initial_state={}, now=now())

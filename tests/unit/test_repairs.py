@@ -1,5 +1,4 @@
-"""Operators' repairs as store methods, over the in-memory store here and the real database in
-tests/integration/test_repairs_on_db.py: replay (with and without an edited input), retry now,
+"""Operators' repairs as store methods, over the real store on the test database: replay (with and without an edited input), retry now,
 cancel and an audited send, each written with its audit entry or not at all."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from workflows.core.new_run import NewRun
 from workflows.core.records import RunnerRecord
 from workflows.engine import runner as runner_module
 from workflows.engine.runner import Runner
-from workflows.storage.memory import MemoryStore
+from workflows.storage.django import DjangoStore
 
 ran: list[str] = []
 
@@ -27,7 +27,7 @@ async def old_body(ctx):
 old_code = setup(use={"wf": workflow(old_body, version="1")})
 
 
-def newer_runner(store: MemoryStore, *, alive: bool) -> None:
+def newer_runner(store: DjangoStore, *, alive: bool) -> None:
     seen = now() - dt.timedelta(seconds=1 if alive else 3600)
     store.register_runner(
         RunnerRecord(
@@ -37,23 +37,23 @@ def newer_runner(store: MemoryStore, *, alive: bool) -> None:
     )  # fmt: skip
 
 
-def run_of_version(store: MemoryStore, version: str) -> str:
+def run_of_version(store: DjangoStore, version: str) -> str:
     run, _ = store.get_or_create_run(
         NewRun(workflow="wf", key=["k"], version=version, initial_state={}, now=now())
     )
     return run.id
 
 
-async def drain(store: MemoryStore) -> Runner:
+async def drain(store: DjangoStore) -> Runner:
     runner = Runner(registry=old_code, store=store, watch=False, lease_seconds=30)
     await asyncio.wait_for(runner.run(until_idle=True), 30)
     return runner
 
 
-async def test_a_run_of_a_newer_version_is_left_to_a_runner_that_knows_it(caplog, monkeypatch):
+async def test_a_run_of_a_newer_version_is_left_to_a_runner_that_knows_it(django_store, caplog, monkeypatch):
     monkeypatch.setattr(runner_module, "DEFER_SECONDS", 600.0)  # --until-idle must not wait for it
     ran.clear()
-    store = MemoryStore()
+    store = django_store
     newer_runner(store, alive=True)
     run_id = run_of_version(store, "2")
     with caplog.at_level(logging.WARNING):
@@ -65,9 +65,9 @@ async def test_a_run_of_a_newer_version_is_left_to_a_runner_that_knows_it(caplog
     assert "version '2' are left to runners that know that version (new-host:1:abcd)" in caplog.text
 
 
-async def test_a_version_no_live_runner_knows_runs_on_the_latest_definition():
+async def test_a_version_no_live_runner_knows_runs_on_the_latest_definition(django_store):
     ran.clear()
-    store = MemoryStore()
+    store = django_store
     newer_runner(store, alive=False)  # the runner that knew it is dead: nobody else will take it
     run_id = run_of_version(store, "0-retired")
     await drain(store)

@@ -3,13 +3,10 @@ bits, so new runs sit together at the end of every index their id leads."""
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 import uuid
 
 from workflows.core.ids import created_millis, new_run_id, short_run_id
-from workflows.core.new_run import NewRun
-from workflows.storage.memory import MemoryStore
 
 
 def test_a_run_id_is_a_version_7_uuid_carrying_its_creation_time():
@@ -37,14 +34,6 @@ def test_ids_made_in_one_millisecond_differ_in_their_random_bits():
     ids = {new_run_id() for _ in range(10_000)}
     assert len(ids) == 10_000
     assert len({i.int & ((1 << 62) - 1) for i in ids}) == 10_000
-
-
-def test_the_memory_store_makes_the_same_ids():
-    store = MemoryStore()
-    run, created = store.get_or_create_run(
-        NewRun(workflow="wf", key=["k"], version="v", initial_state={}, now=dt.datetime.now(dt.UTC))
-    )
-    assert created and uuid.UUID(run.id).version == 7
 
 
 def test_a_run_is_named_in_brief_by_the_random_end_of_its_id():

@@ -1,6 +1,5 @@
-"""Schedules and start options over a store (the in-memory one here; tests/integration runs the
-same cases on the database): one run per fire time with two runners, the catch-up policy, pause
-and resume, code sync, debounce and replace."""
+"""Schedules and start options over the real store on the test database: one run per fire time
+with two runners, the catch-up policy, pause and resume, code sync, debounce and replace."""
 
 from __future__ import annotations
 

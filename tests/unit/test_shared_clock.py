@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import time
 
@@ -16,23 +17,33 @@ from workflows import setup, workflow
 from workflows.core.clock import AnchoredClock, Clock
 from workflows.engine.client import WorkflowClient
 from workflows.engine.runner import Runner
-from workflows.storage.memory import MemoryStore
+from workflows.storage.django import DjangoStore
 
-from .test_presence import until
+from .test_presence import runners, until
 
 SKEW = dt.timedelta(seconds=120)
 CLOSE = dt.timedelta(seconds=2)  # what a loaded machine may take between two readings here
 
 
-class SkewedStore(MemoryStore):
+class SkewedStore(DjangoStore):
     """A store whose clock (the database's) is 120 s ahead of this host's: as seen from a host
-    whose wall clock is 120 s behind."""
+    whose wall clock is 120 s behind. Its shared clock is its own (a Django store's is the
+    process's), so that it reads this store's time."""
 
     reads = 0
 
     def database_time(self) -> dt.datetime:
         self.reads += 1
         return dt.datetime.now(dt.UTC) + SKEW
+
+    @functools.cached_property
+    def shared_clock(self) -> AnchoredClock:
+        return AnchoredClock(self.database_time, self.adatabase_time)
+
+
+@pytest.fixture
+def skewed(engine_db) -> SkewedStore:
+    return SkewedStore()
 
 
 async def body(ctx):
@@ -86,23 +97,23 @@ async def test_in_an_event_loop_now_never_reads_but_anow_does():
     assert abs(clock.now() - (now() + SKEW)) < CLOSE  # the reading serves `now()` from then on
 
 
-async def test_a_client_starts_runs_on_the_databases_clock():
-    store = SkewedStore()
+async def test_a_client_starts_runs_on_the_databases_clock(skewed):
+    store = skewed
     handle = await WorkflowClient(registry, "wf", store=store).aget_or_create(["k"])
     run = store.get_run(handle.run_id)
     assert abs(run.created_at - (now() + SKEW)) < CLOSE
     assert abs(run.wake_at - (now() + SKEW)) < CLOSE  # due when the runners' clock says so
 
 
-async def test_a_runner_decides_on_the_databases_clock_and_says_its_hosts_offset(caplog):
-    store = SkewedStore()
+async def test_a_runner_decides_on_the_databases_clock_and_says_its_hosts_offset(skewed, caplog):
+    store = skewed
     handle = await WorkflowClient(registry, "wf", store=store).aget_or_create(["k"])
     runner = Runner(registry=registry, store=store, heartbeat_seconds=0.05, watch=False)
     assert runner.clock is store.shared_clock
     with caplog.at_level(logging.WARNING, logger="workflows.engine.runner"):
         task = asyncio.create_task(runner.run())
         await until(lambda: store.get_run(handle.run_id).status == "completed", "the run to complete")
-        await until(lambda: runner.owner in store.runners, "the runner's presence")
+        await until(lambda: runner.owner in runners(store), "the runner's presence")
         [me] = store.list_runners()
         runner.request_stop()
         await asyncio.wait_for(task, 10)
@@ -111,8 +122,8 @@ async def test_a_runner_decides_on_the_databases_clock_and_says_its_hosts_offset
     assert "wall clock is -120" in caplog.text and "off the database's" in caplog.text
 
 
-async def test_a_runner_given_a_clock_keeps_it():
-    store = SkewedStore()
+async def test_a_runner_given_a_clock_keeps_it(skewed):
+    store = skewed
     clock = Clock()
     runner = Runner(registry=registry, store=store, clock=clock, watch=False)
     await asyncio.wait_for(runner.run(until_idle=True), 10)

@@ -12,7 +12,7 @@ from workflows import setup, workflow
 from workflows.engine.client import WorkflowClient
 from workflows.engine.leases import LeaseWatch
 from workflows.engine.runner import Runner
-from workflows.storage.memory import MemoryStore
+from workflows.storage.django import DjangoStore
 
 LEASE = 5.0
 
@@ -59,8 +59,10 @@ def flows(ticks: Ticks, ledger: list[str]):
     return setup(use={"wf": workflow(body)})
 
 
-async def run_frozen(stall_check: bool, caplog) -> tuple[list[str], MemoryStore, str, int]:
-    ticks, ledger, store = Ticks(), [], MemoryStore()
+async def run_frozen(
+    store: DjangoStore, stall_check: bool, caplog
+) -> tuple[list[str], DjangoStore, str, int]:
+    ticks, ledger = Ticks(), []
     registry = flows(ticks, ledger)
     handle = await WorkflowClient(registry, "wf", store=store).aget_or_create(["k"])
     runner = Runner(
@@ -82,8 +84,10 @@ async def run_frozen(stall_check: bool, caplog) -> tuple[list[str], MemoryStore,
     return ledger, store, handle.run_id, releases
 
 
-async def test_a_runner_paused_past_its_lease_starts_no_more_steps_and_hands_the_run_back(caplog):
-    ledger, store, run_id, releases = await run_frozen(True, caplog)
+async def test_a_runner_paused_past_its_lease_starts_no_more_steps_and_hands_the_run_back(
+    django_store, caplog
+):
+    ledger, store, run_id, releases = await run_frozen(django_store, True, caplog)
     # Step one's body was already running when the process froze: its record lands (the lease
     # was still ours in the store). Step two never started in that execution: the run was handed
     # back and claimed again (a fresh lease), and then ran two once.
@@ -95,8 +99,8 @@ async def test_a_runner_paused_past_its_lease_starts_no_more_steps_and_hands_the
     assert [e.name for e in store.load_history(run_id)] == ["one", "two"]
 
 
-async def test_without_the_check_the_paused_runner_goes_on_to_the_next_step(caplog):
-    ledger, store, run_id, releases = await run_frozen(False, caplog)
+async def test_without_the_check_the_paused_runner_goes_on_to_the_next_step(django_store, caplog):
+    ledger, store, run_id, releases = await run_frozen(django_store, False, caplog)
     # It starts step two on a lease that may have lapsed: beside a runner that took the run over,
     # that is a side effect twice. (Here no other runner took it, so nothing else shows.)
     assert ledger == ["one", "two"] and releases == 0

@@ -1,16 +1,18 @@
-"""`Runner.start` over the in-memory store, which creates runs held as PostgreSQL's does: a run
-started here executes at once without a claim, and never beyond the runner's concurrency, a
-claim in flight included (its free slots are the claim's)."""
+"""`Runner.start` over the real store, which creates runs held by the runner: a run started here
+executes at once without a claim, and never beyond the runner's concurrency, a claim in flight
+included (its free slots are the claim's)."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
 
+import pytest
+
 from workflows import queue, setup, workflow
 from workflows.core.clock import FakeClock
 from workflows.engine.runner import Runner
-from workflows.storage.memory import MemoryStore
+from workflows.storage.django import DjangoStore
 
 STARTED: list[str] = []
 
@@ -31,6 +33,8 @@ async def waits(ctx):
     return message.body
 
 
+pytestmark = pytest.mark.usefixtures("engine_db")
+
 GATE = asyncio.Event()
 REGISTRY = setup(
     use={
@@ -41,7 +45,7 @@ REGISTRY = setup(
 )
 
 
-class ClaimCounting(MemoryStore):
+class ClaimCounting(DjangoStore):
     def __init__(self) -> None:
         super().__init__()
         self.claims = 0

@@ -1,6 +1,6 @@
 """A store that fails (connection lost, server restarting) is never a run's failure: the runner
 abandons the execution as if it had crashed there and resumes the run when the store answers.
-Here over the in-memory store, and over the real database in tests/integration; the real outage
+Here over the real store on the test database, its failures injected; the real outage
 (pg_terminate_backend, a server restart) is in tests/acceptance/test_database_blinks.py."""
 
 from __future__ import annotations

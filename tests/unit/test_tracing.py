@@ -1,4 +1,4 @@
-"""Traces of durable runs (workflows.telemetry.tracing), over the in-memory store: the producer
+"""Traces of durable runs (workflows.telemetry.tracing), over the real store: the producer
 span of a start or a send, one span per execution continuing it, one per step attempt with its
 recorded times, waits as events, GenAI attributes, and never a span for a replayed entry. The
 context's trip through the real database is in tests/integration/test_trace_context_on_db.py.

@@ -1,6 +1,6 @@
 """Text PostgreSQL cannot store (NUL, a lone surrogate) and too deep JSON, at every engine entry
-point: a clear error naming the step or the field, and nothing stored. Over the in-memory store
-here; tests/integration/test_unstorable_on_db.py runs the same cases on the real database."""
+point: a clear error naming the step or the field, and nothing stored. Over the real store on the
+test database (it is PostgreSQL that cannot store NUL or a lone surrogate: run it there too)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ run's `priority` (-100..100, default 0) orders claims: higher first, FIFO within
 A run's group is named when it starts (`"<workflow>"`, or `"<workflow>/<key>"` with a key
 function) and stored with it; the claim admits a run only while its group has fewer than `max`
 runs executing under a live lease, so a waiting run holds nothing and a crashed runner's slot
-frees when its lease lapses. The stores decide (in the database for the Django store); this
-module holds the declaration and the arithmetic the in-memory store uses.
+frees when its lease lapses. The store decides, in the database (the claim's SQL); this module
+holds the declaration.
 """
 
 from __future__ import annotations
@@ -97,26 +97,3 @@ class GroupUse:
     running: int
     max: int
     waiting: int
-
-
-def admit(
-    candidates: Iterable[tuple[str, str, str | None]],
-    running: dict[str, int],
-    caps: dict[str, int],
-    limit: int,
-) -> list[str]:
-    """The runs a claim takes from `candidates` (run id, workflow, group), given in claim order
-    (priority desc, due time, id): a grouped run of a workflow in `caps` only while its group has
-    fewer than that workflow's max executing (counting the runs this claim takes); any other run
-    always; at most `limit`. `running`: runs executing under a live lease now, per group."""
-    taken: list[str] = []
-    using = dict(running)
-    for run_id, workflow, group in candidates:
-        if len(taken) >= limit:
-            break
-        if group is not None and workflow in caps:
-            if using.get(group, 0) >= caps[workflow]:
-                continue
-            using[group] = using.get(group, 0) + 1
-        taken.append(run_id)
-    return taken

@@ -1,7 +1,7 @@
 """Turning values into recordable JSON, with errors that name what failed.
 
 What PostgreSQL cannot store is refused here, once, for every entry point (step outputs, state,
-messages, events, run keys, operators' reasons, edited inputs), on both stores alike:
+messages, events, run keys, operators' reasons, edited inputs), on SQLite as on PostgreSQL:
 
 - text holding NUL (`\\u0000`): neither `text` nor `jsonb` can hold it;
 - text holding a lone surrogate (a code point U+D800-U+DFFF, e.g. JSON `"\\ud83d"` without its

@@ -9,7 +9,7 @@ so the limiter throttles spend, not only calls: a model call cannot know its cos
 made, so the budget is checked before the attempt and charged after it.
 
 The decision is the store's (every runner shares it); this module holds the declaration and the
-arithmetic both stores use, so they decide alike.
+arithmetic (`decide`), over the uses the store reads.
 """
 
 from __future__ import annotations

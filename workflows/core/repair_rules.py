@@ -1,6 +1,6 @@
 """Which operator's repair applies to a run in which status, and why not when it does not.
 
-One table for every surface: the inspector offers only the buttons that apply, the stores refuse
+One table for every surface: the inspector offers only the buttons that apply, the store refuses
 the rest (under the run's lock, so a page that is out of date cannot slip one through), and the
 admin (409), the API (409 `not_applicable`) and the commands (exit status 1) answer a refusal with
 the sentence `why_not` gives. A refused repair changes nothing and writes no audit entry.

@@ -1,20 +1,19 @@
 """The storage interface the engine talks to: the synchronous methods (`StoreMethods`), their
 async twins for the engine and async callers, the store's clock and its change watch.
 
-`DjangoStore` is the real store; `MemoryStore` serves fast unit tests of the engine. A twin runs its
+`DjangoStore` implements it (the engine imports no Django, so it talks to this). A twin runs its
 synchronous method where the store says (`run_sync`: Django's database thread for the Django
 store); a store may override a twin with a faster way (the Django store's event-loop paths).
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-import functools
+from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
-from ..core.clock import AnchoredClock, Clock
+from ..core.clock import Clock
 from ..core.concurrency import GroupUse
 from ..core.limits import Grant, Limiter
 from ..core.new_run import NewRun
@@ -39,21 +38,21 @@ R = TypeVar("R")
 
 class Store(StoreMethods):
     # --- time ---
+    @abstractmethod
     def database_time(self) -> dt.datetime:
         """The store's own clock, read now: the one clock every process sharing the store decides
-        on (`shared_clock`). This default, for a store inside this process: this host's wall clock."""
-        return dt.datetime.now(dt.UTC)
+        on (`shared_clock`)."""
 
-    @functools.cached_property
+    @property
+    @abstractmethod
     def shared_clock(self) -> Clock:
         """The clock of decisions other processes must agree on (leases, due times, claims,
-        schedule fires, limiter windows), anchored to `database_time`: one per store object."""
-        return AnchoredClock(self.database_time, self.adatabase_time)
+        schedule fires, limiter windows), anchored to `database_time`."""
 
     # --- async twins ---
+    @abstractmethod
     async def run_sync(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """Where a twin runs its synchronous method; this default: right here, on the loop."""
-        return fn(*args, **kwargs)
+        """Where a twin runs its synchronous method (for the Django store: a database thread)."""
 
     async def adatabase_time(self) -> dt.datetime:
         return await self.run_sync(self.database_time)
@@ -237,7 +236,6 @@ class Store(StoreMethods):
         )
 
     # --- change notification ---
+    @abstractmethod
     async def watch(self, wake: Callable[[], None]) -> None:
-        """Call `wake()` whenever another process may have made work runnable; runs until cancelled.
-        The default never calls it: the runner then relies on its schedule alone."""
-        await asyncio.Event().wait()
+        """Call `wake()` whenever another process may have made work runnable; runs until cancelled."""

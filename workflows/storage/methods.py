@@ -39,17 +39,15 @@ class StoreMethods(ABC):
         run only. `first_message` (its queue, body and trace context; no target) is stored for a
         new run only, in the transaction that creates it, so the run is never seen without it."""
 
+    @abstractmethod
     def get_or_create_held_run(
         self, new: NewRun, *, owner: str, lease_seconds: float
     ) -> tuple[RunRecord, bool, bool]:
         """`get_or_create_run` for a runner that will execute a new run itself (`Runner.start`):
-        (run, created, held). A store that can creates the run already leased to `owner` for
-        `lease_seconds`, as a claim would leave it (held True): no claim follows and no other runner
-        is woken. This default creates it runnable (held False): the runner claims it as any other.
-        Never for a run in a concurrency group (its admission is the claim's), nor with a first
-        message."""
-        run, created = self.get_or_create_run(new)
-        return run, created, False
+        (run, created, held). A new run is created already leased to `owner` for `lease_seconds`,
+        as a claim would leave it (held True): no claim follows and no other runner is woken; a
+        key already taken answers its run, not held. Never for a run in a concurrency group (its
+        admission is the claim's), nor with a first message."""
 
     @abstractmethod
     def get_run(self, run_id: str) -> RunRecord:
@@ -122,11 +120,11 @@ class StoreMethods(ABC):
     def load_history(self, run_id: str) -> list[EntryRecord]:
         """Every current entry of the run, in one query."""
 
+    @abstractmethod
     def load_resume(self, run_id: str) -> tuple[list[EntryRecord], list[MessageRecord] | None]:
         """What a resumed execution reads first: the history and, where the store reads it in the
         same round trip, the run's unconsumed messages, oldest first (None: not read; the
         execution then asks `available_messages` when a wait needs them)."""
-        return self.load_history(run_id), None
 
     @abstractmethod
     def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:

@@ -1,7 +1,7 @@
 """Limiters in the database: every runner admits attempts through the same rows.
 
 An admission locks the limiter's row (an UPDATE, which also takes SQLite's write lock), reads the
-uses still inside the window, decides with `core.limits.decide` (the rule both stores share) and
+uses still inside the window, decides with `core.limits.decide` (the rule, in pure Python) and
 records the new use, all in one transaction: two runners never both take the last slot.
 """
 

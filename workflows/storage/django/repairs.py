@@ -1,7 +1,7 @@
 """Operators' repairs of a run as store methods: replay from an entry, retry a step now, cancel.
 Each is one transaction that also writes its AuditEntry (who, when, what, why) and wakes the
 runners, so the admin, the API and the commands (through `workflows.operations`) always agree,
-and the engine's test suite covers them on both stores.
+and the engine's test suite covers them on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
