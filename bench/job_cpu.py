@@ -25,7 +25,6 @@ import cProfile
 import json
 import os
 import pstats
-import re
 import resource
 import subprocess
 import sys
@@ -218,19 +217,12 @@ def main() -> None:
     django.setup()
     from django.db import connection
 
-    from jobs.processes import Child, wait_until
+    from jobs.processes import start_demo_services
 
     log = VAR / "job_cpu-demo.log"
-    demo = Child.manage("demo", "demoservices", "--port", "0", env={**env, "DEMO_LATENCY_MS": "0"}, log=log)
+    demo, services = start_demo_services({**env, "DEMO_LATENCY_MS": "0"}, log)
     try:
-        wait_until(lambda: "listening on" in demo.output(), timeout=60, what="demo services", child=demo)
-        demo_url = re.search(r"listening on (http://\S+)", demo.output()).group(1)
-        env |= {
-            "OPENAI_BASE_URL": f"{demo_url}/v1",
-            "OPENAI_API_KEY": "bench",
-            "CRM_API_URL": f"{demo_url}/crm",
-            "CMS_API_URL": f"{demo_url}/cms",
-        }
+        env |= services
         figures = {mode: measure(mode, args, env) for mode in MODES}
     finally:
         demo.stop()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import sys
 import time
@@ -77,24 +76,17 @@ def main() -> None:
     from django.db import connection
     from django.test import Client
 
-    from jobs.processes import Child, wait_until
+    from jobs.processes import Child, start_demo_services, wait_until
     from jobs.samples import SAMPLE_PATH
     from workflows.models import Run
 
     call_command("migrate", interactive=False, verbosity=0)
     logs = ROOT / "var" / "bench"
     env = {**os.environ, "DATABASE_URL": url, "DEMO_LATENCY_MS": str(args.latency_ms)}
-    demo = Child.manage("demo", "demoservices", "--port", "0", env=env, log=logs / "jobs_api-demo.log")
+    demo, services = start_demo_services(env, logs / "jobs_api-demo.log")
     runner = None
     try:
-        wait_until(lambda: "listening on" in demo.output(), timeout=60, what="demo services", child=demo)
-        demo_url = re.search(r"listening on (http://\S+)", demo.output()).group(1)
-        env |= {
-            "OPENAI_BASE_URL": f"{demo_url}/v1",
-            "OPENAI_API_KEY": "bench",
-            "CRM_API_URL": f"{demo_url}/crm",
-            "CMS_API_URL": f"{demo_url}/cms",
-        }
+        env |= services
         client = Client()
         body = {"title": "Bench call", "transcript": SAMPLE_PATH.read_text()}
 

@@ -31,7 +31,6 @@ import json
 import math
 import os
 import platform
-import re
 import sqlite3
 import statistics
 import subprocess
@@ -48,7 +47,7 @@ if __package__ in (None, ""):  # run as a script: make `bench` and `jobs` import
 import httpx
 
 from bench._common import BENCH_VAR, PG_SERVER_URL, ROOT, progress
-from jobs.processes import Child, answers, wait_until
+from jobs.processes import Child, answers, start_demo_services, wait_until
 
 PG_DATABASE = os.environ.get("BENCH_WEB_PG_DATABASE", "bench_web")
 SQLITE_PATH = BENCH_VAR / "web_load.sqlite3"
@@ -158,20 +157,9 @@ class Stack:
 
     def _start_all(self, args: argparse.Namespace, env: dict[str, str]) -> None:
         demo_env = {**env, "DEMO_LATENCY_MS": str(args.latency_ms)}
-        demo = self._start(
-            Child.manage("demo", "demoservices", "--port", "0", env=demo_env, log=self.logs / "demo.log")
-        )
-        wait_until(lambda: "listening on" in demo.output(), timeout=60, what="demo services", child=demo)
-        found = re.search(r"listening on (http://\S+)", demo.output())
-        assert found is not None
-        demo_url = found.group(1)
-        env = {
-            **env,
-            "OPENAI_BASE_URL": f"{demo_url}/v1",
-            "OPENAI_API_KEY": "bench",
-            "CRM_API_URL": f"{demo_url}/crm",
-            "CMS_API_URL": f"{demo_url}/cms",
-        }
+        demo, services = start_demo_services(demo_env, self.logs / "demo.log")
+        self._start(demo)
+        env = {**env, **services}
         self.runner = self._start(
             Child.manage(
                 "runner",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -114,3 +115,26 @@ def answers(url: str) -> Callable[[], bool]:
             return False
 
     return check
+
+
+def start_demo_services(
+    env: Mapping[str, str], log: Path, *, timeout: float = 60
+) -> tuple[Child, dict[str, str]]:
+    """`manage.py demoservices --port 0` started and listening (stopped again if it never says
+    so): the child, and the settings that point the example's model, CRM and CMS at it."""
+    demo = Child.manage("demo", "demoservices", "--port", "0", env=env, log=log)
+    try:
+        wait_until(lambda: "listening on" in demo.output(), timeout=timeout, what="demo services", child=demo)
+        found = re.search(r"listening on (http://\S+)", demo.output())
+        assert found is not None
+    except BaseException:
+        demo.stop()
+        raise
+    url = found.group(1)
+    services = {
+        "OPENAI_BASE_URL": f"{url}/v1",
+        "OPENAI_API_KEY": "bench",
+        "CRM_API_URL": f"{url}/crm",
+        "CMS_API_URL": f"{url}/cms",
+    }
+    return demo, services
