@@ -9,6 +9,7 @@ from jobs.demo.services import DemoServices
 from jobs.demo.transport import mock_transport
 from jobs.samples import SAMPLE_PATH
 from jobs.services.http import use_transport
+from workflows import conf
 
 SAMPLE = SAMPLE_PATH.read_text()
 SAMPLE_COMPANIES = ["Northwind Logistics Group", "Initech Systems", "Acme Corp"]
@@ -40,3 +41,12 @@ def start_fails_after_writing(monkeypatch):
         raise RuntimeError("database went away")
 
     monkeypatch.setattr(DjangoStore, "get_or_create_run", broken_after_the_start)
+
+
+@pytest.fixture
+def job_registry(settings):
+    """The example's workflows as the registry the API and pages serve, whatever the suite set."""
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "REGISTRIES": ["jobs.workflows.registry"]}
+    conf.registry.cache_clear()
+    yield
+    conf.registry.cache_clear()

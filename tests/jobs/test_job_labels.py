@@ -13,22 +13,13 @@ from django.test.utils import CaptureQueriesContext
 
 from jobs.submission import job_submit, jobs_client
 from jobs.workflows import registry
-from workflows import conf
 from workflows.models import Entry, Run
 from workflows.reads import live
 from workflows.testing import run_until_idle
 
 from .conftest import SAMPLE
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def job_registry(settings):
-    settings.WORKFLOWS = {**settings.WORKFLOWS, "REGISTRIES": ["jobs.workflows.registry"]}
-    conf.registry.cache_clear()
-    yield
-    conf.registry.cache_clear()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("job_registry")]
 
 
 @pytest.fixture

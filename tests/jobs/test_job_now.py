@@ -13,13 +13,13 @@ from django.core.management import call_command
 
 from jobs.submission import job_submit, jobs_client
 from jobs.workflows import registry
-from workflows import conf, operations
+from workflows import operations
 from workflows.models import Entry, Run
 from workflows.testing import run_until_idle
 
 from .conftest import SAMPLE
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("job_registry")]
 
 
 def start_job() -> str:
@@ -40,14 +40,6 @@ def status_text(job_id: str) -> str:
 
 def current(job_id: str, name: str) -> Entry:
     return Entry.objects.get(run_id=jobs_client().get([job_id]).run_id, name=name, superseded=False)
-
-
-@pytest.fixture(autouse=True)
-def job_registry(settings):
-    settings.WORKFLOWS = {**settings.WORKFLOWS, "REGISTRIES": ["jobs.workflows.registry"]}
-    conf.registry.cache_clear()
-    yield
-    conf.registry.cache_clear()
 
 
 def test_a_replayed_job_drops_its_old_error_and_is_queued_then_published(client, demo):
