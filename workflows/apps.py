@@ -12,11 +12,12 @@ class WorkflowsConfig(AppConfig):
         values; register the system
         checks (workflows/checks/)."""
         from . import checks, conf
-        from .core import jsonvalue
+        from .core import jsonvalue, streams
         from .engine import defaults
 
         defaults.configure(
             store=conf.default_store, registry=conf.registry, sync_step_runner=conf.run_sync_step
         )
         jsonvalue.set_max_bytes(conf.max_value_bytes)  # WORKFLOWS["MAX_VALUE_BYTES"], read at each check
+        streams.set_max_stream_bytes(conf.max_stream_bytes)  # WORKFLOWS["MAX_STREAM_BYTES"]
         checks.register()

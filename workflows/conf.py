@@ -83,6 +83,11 @@ MAX_VALUE_BYTES (default `1048576`, 1 MiB)
     message body, an event, a result. A bigger one is refused (`ValueTooLarge`): a step fails
     at once naming itself and the size, `send` raises and stores nothing, the API answers 413.
     `None`: no limit.
+MAX_STREAM_BYTES (default `16777216`, 16 MiB)
+    The most one step attempt writes to one stream (`step.stream`), in bytes of its chunks'
+    compact JSON; one chunk is a value (MAX_VALUE_BYTES). A write over it raises
+    `ValueTooLarge`: the step fails at once, naming itself, and the refused chunk is not stored.
+    `None`: no limit.
 PREPARED_STATEMENTS (default `True`)
     PostgreSQL: the store's hot statements (a step's commit, a claim, a run's creation and read)
     are prepared once per connection and then executed by name, planned once. `False` behind a
@@ -157,6 +162,7 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_SECONDS": 600.0,
     "PRUNE_BATCH": 100,
     "MAX_VALUE_BYTES": 1024 * 1024,
+    "MAX_STREAM_BYTES": 16 * 1024 * 1024,
     "PREPARED_STATEMENTS": True,
     "CONNECTOR": "auto",
     "READ_DATABASE": None,
@@ -210,6 +216,12 @@ def prune_seconds() -> float | None:
 
 def prune_batch() -> int:
     return int(get("PRUNE_BATCH"))
+
+
+def max_stream_bytes() -> int | None:
+    """The most one step attempt writes to one stream, in bytes (None: no limit)."""
+    limit = get("MAX_STREAM_BYTES")
+    return None if limit is None else int(limit)
 
 
 def max_value_bytes() -> int | None:

@@ -14,7 +14,7 @@ Settings (`settings.WORKFLOWS`, see workflows/conf.py):
     workflows.E009  RUN_STREAM_AUTH is not "token", "session" or "open"
     workflows.E016  TRACE_URL is not a URL with `{trace_id}` in it
     workflows.E020  RETENTION is not a dict of days (>= 0 or None) by status and "audited"
-    workflows.E021  PRUNE_BATCH or MAX_VALUE_BYTES is not a positive integer (MAX_VALUE_BYTES
+    workflows.E021  PRUNE_BATCH, MAX_VALUE_BYTES or MAX_STREAM_BYTES is not a positive integer (the limits
                     may be None: no limit)
     workflows.E022  CLOCK is not "database" or "local"
     workflows.W005  CLOCK is "local" or STALL_CHECK is off: a multi-host protection is switched off
@@ -222,9 +222,9 @@ def _check_retention(raw: Mapping) -> list[checks.CheckMessage]:
                 id="workflows.E020",
             )
         )
-    for key in ("PRUNE_BATCH", "MAX_VALUE_BYTES"):
+    for key in ("PRUNE_BATCH", "MAX_VALUE_BYTES", "MAX_STREAM_BYTES"):
         value = raw.get(key, conf.DEFAULTS[key])
-        if value is None and key == "MAX_VALUE_BYTES":
+        if value is None and key != "PRUNE_BATCH":
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             errors.append(

@@ -116,6 +116,10 @@ class StepRecorder(Recorder, Protocol):
 
     def broadcast_live(self, event: str, payload: Any, origin: EventOrigin) -> None: ...
 
+    def open_stream(self, origin: EventOrigin, name: str) -> Any:
+        """`step.stream`: a writer of the stream `name` for the attempt `origin` names."""
+        ...
+
     def validate_event(self, event: str, payload: Any) -> Any: ...
 
     def outgoing(

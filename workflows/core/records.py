@@ -5,9 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .jsonvalue import check_text
+
+if TYPE_CHECKING:
+    from .streams import StreamChunk
 
 
 class RunStatus(StrEnum):
@@ -304,6 +307,9 @@ class Commit:
     state: dict[str, Any] | None = None  # the new state (a snapshot), only when it changed
     events: list[tuple[str, Any]] = field(default_factory=list)  # the body's, on_error's: once each
     live_events: list[tuple[str, Any, EventOrigin]] = field(default_factory=list)  # from running steps
+    # Chunks running steps wrote to streams; an ephemeral one is never stored, only handed to the
+    # commit hooks (the live pages), in a commit of its own that writes nothing.
+    stream_chunks: list[StreamChunk] = field(default_factory=list)
     messages: list[OutgoingMessage] = field(default_factory=list)
     children: list[ChildStart] = field(default_factory=list)  # child runs to create (ctx.child)
     complete: list[tuple[int, Any]] = field(default_factory=list)  # (message id, response)

@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 import inspect
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.clock import Clock
@@ -19,6 +19,7 @@ from ..core.jsonvalue import normalize
 from ..core.keys import validate_key
 from ..core.new_run import NewRun
 from ..core.records import TERMINAL, EventRecord, MessageRecord, OutgoingMessage, RunnerRecord, RunRecord
+from ..core.streams import ChunkRecord
 from ..core.values import ActionContext
 from ..telemetry.tracing import producer_span
 from . import host
@@ -205,6 +206,26 @@ class RunHandle:
 
     async def aevents(self, after: int = 0, limit: int = 1000) -> list[EventRecord]:
         return await self._client.store.alist_events(self.run_id, after=after, limit=limit)
+
+    async def stream(
+        self, name: str, after: int = 0, *, wait: bool = True, poll: float = 0.2
+    ) -> AsyncIterator[ChunkRecord]:
+        """The chunks of stream `name` after the cursor `after` (a chunk's id), oldest first. With
+        `wait`, it goes on as chunks are stored and ends once the run has finished and every chunk
+        was read; with `wait=False`, it yields what is stored now. A chunk with `seq` 0 starts its
+        step's text over (a retry, a rerun after a crash): keep only the latest attempt's text."""
+        store = self._client.store
+        while True:
+            finished = (await store.aget_run(self.run_id)).status in TERMINAL if wait else True
+            chunks = await store.alist_chunks(self.run_id, name, after=after)
+            for chunk in chunks:
+                yield chunk
+                after = chunk.id
+            if chunks:
+                continue
+            if finished:
+                return
+            await asyncio.sleep(poll)
 
     def runners(self) -> list[RunnerRecord]:
         """The runners alive now (whatever they serve): `workflow in r.workflows` tells whether

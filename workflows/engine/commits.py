@@ -19,6 +19,7 @@ from ..core.records import ChildStart, Commit, CommitResult, EntryRecord, EntryW
 from ..core.replay import History
 from ..core.signals import Abandoned, Aborted
 from ..storage.base import Store
+from .streams import StreamBatcher
 
 
 class CommitPipeline:
@@ -53,6 +54,7 @@ class CommitPipeline:
         self._live_flusher: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
+        self.streams = StreamBatcher(self.commit, on_commit)
 
     # --- the state ---------------------------------------------------------------------------------
 
@@ -218,9 +220,11 @@ class CommitPipeline:
                 return
 
     async def drain_live_events(self) -> None:
-        """Wait until what steps broadcast so far is stored (before the step's own record)."""
+        """Wait until what steps broadcast and streamed so far is stored (before the step's own
+        record)."""
         if self._live_flusher is not None:
             await self._live_flusher
+        await self.streams.drain()
 
 
 def record_of(write: EntryWrite, entry_id: int | None) -> EntryRecord:

@@ -52,6 +52,7 @@ from .definition import Workflow
 from .registry import Registry
 from .step_context import StepContext, call_on_error
 from .steps import SyncStepRunner, run_sync_step, step
+from .streams import StreamWriter
 
 logger = logging.getLogger(__name__)
 steps_logger = logging.getLogger("workflows.engine.steps")  # where a limiter's failures were always logged
@@ -307,6 +308,9 @@ class Execution(RunBody):
 
     def broadcast_live(self, event: str, payload: Any, origin: EventOrigin) -> None:
         self.pipeline.broadcast_live(event, self.validate_event(event, payload), origin)
+
+    def open_stream(self, origin: EventOrigin, name: str) -> StreamWriter:
+        return StreamWriter(self.pipeline.streams, origin, name)
 
     # --- what the primitives ask of the store ---------------------------------------------------
 

@@ -93,6 +93,9 @@ class DryRun(RunBody):
     def broadcast_live(self, event: str, payload: Any, origin: EventOrigin) -> None:
         self.validate_event(event, payload)
 
+    def open_stream(self, origin: EventOrigin, name: str) -> NoReturn:
+        raise self._frontier(f"stream {name!r}")
+
 
 @dataclass(frozen=True)
 class Compensations:

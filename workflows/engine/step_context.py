@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.idempotency import step_idempotency_key
 from ..core.jsonvalue import copy_json, normalize
 from ..core.recorder import StepRecorder
 from ..core.records import EventOrigin, OutgoingMessage
 from ..core.values import ErrorEvent
+
+if TYPE_CHECKING:
+    from .streams import StreamWriter
 
 logger = logging.getLogger("workflows.engine.execution")  # where on_error's failures were always logged
 
@@ -28,6 +31,7 @@ class StepContext:
         self.meta: dict[str, Any] = {}  # recorded with the step (e.g. {"usage": {...}} of a model call)
         self.messages: list[OutgoingMessage] = []
         self.queue = StepQueue(execution, self.messages)
+        self._stream: StreamWriter | None = None  # opened on first use: most steps stream nothing
 
     @property
     def state(self) -> dict[str, Any]:
@@ -60,6 +64,20 @@ class StepContext:
         record, new when an operator replays this step or one before it."""
         run = self._ex.run
         return step_idempotency_key(run.id, run.epoch, self.scope, self.name)
+
+    @property
+    def stream(self) -> StreamWriter:
+        """This attempt's writer of the step's own stream (named after the step):
+        `await step.stream.write(chunk)`; `step.stream("name", ephemeral=True)` for another."""
+        if self._stream is None:
+            origin = EventOrigin(scope=self.scope, step=self.name, attempt=self.attempt)
+            self._stream = self._ex.open_stream(origin, self.name)
+        return self._stream
+
+    def close_streams(self) -> None:
+        """The attempt ended: a later write raises StreamClosed."""
+        if self._stream is not None:
+            self._stream.close()
 
     def broadcast(self, event: str, payload: Any = None) -> None:
         """Push an event at once (stored and sent while the step still runs), marked with this

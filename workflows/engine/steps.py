@@ -157,10 +157,12 @@ async def _attempt(
         outcome, failure = Outcome.ERROR, exc
     except asyncio.CancelledError:  # a lost race, a stopping runner: no marker after the fact
         marker.abandon()
+        step_ctx.close_streams()
         if slot is not None:
             await ex.release_limit(slot, step_ctx.meta)
         raise
     finished = ex.clock.now()
+    step_ctx.close_streams()
     if slot is not None:  # charged what the attempt recorded, before its record commits
         await ex.release_limit(slot, step_ctx.meta)
     meta = None
@@ -168,7 +170,7 @@ async def _attempt(
         meta = normalize(step_ctx.meta, f"the meta of step {name!r}") or None
     except BadInput as exc:
         outcome, failure = Outcome.CRITICAL, failure or exc
-    await ex.drain_live_events()  # what the step broadcast is stored before its record
+    await ex.drain_live_events()  # what the step broadcast and streamed is stored before its record
     entry = EntryWrite(
         id=await marker.settle(decision.entry_id), scope=scope, position=decision.position, name=name,
         kind=EntryKind.STEP, status=EntryStatus.COMPLETED, input=input, started_at=first_started,

@@ -3,11 +3,11 @@ them (and nothing else does). Statuses, kinds and outcomes are the core's enums.
 
 - `runs`: Run, Entry (a step, a wait, ... of a run) and Attempt, with the prefetch and filter
   that read attempts as history.
-- `messages`: Message (sent to a run), Event (broadcast by it), AuditEntry (an operator's action).
+- `messages`: Message (sent to a run), Event (broadcast by it), StreamChunk (streamed by a step), AuditEntry (an operator's action).
 - `operating`: RunnerPresence, ApiKey, Limiter and LimiterSlot, Schedule.
 """
 
-from .messages import AuditEntry, Event, Message
+from .messages import AuditEntry, Event, Message, StreamChunk
 from .operating import ApiKey, Limiter, LimiterSlot, RunnerPresence, Schedule
 from .runs import Attempt, Entry, Run, attempts_in_order, implied_attempts
 
@@ -23,6 +23,7 @@ __all__ = [
     "Run",
     "RunnerPresence",
     "Schedule",
+    "StreamChunk",
     "attempts_in_order",
     "implied_attempts",
 ]

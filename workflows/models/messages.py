@@ -65,6 +65,27 @@ class Event(models.Model):
         return f"{self.name} #{self.id}"
 
 
+class StreamChunk(models.Model):
+    """A chunk a running step wrote to one of the run's streams; its id is the cursor readers
+    resume after. `seq` 0 starts an attempt's text over (`workflows.core.streams`)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="stream_chunks", db_index=False)
+    stream = models.CharField(max_length=200)
+    data = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    scope = models.CharField(max_length=500, blank=True, default="")
+    step = models.CharField(max_length=200)
+    attempt = models.PositiveIntegerField()
+    seq = models.PositiveIntegerField(help_text="Its place among its attempt's chunks of this stream.")
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["run", "stream", "id"], name="workflows_chunk_stream")]
+
+    def __str__(self) -> str:
+        return f"{self.stream} #{self.id}"
+
+
 class AuditEntry(models.Model):
     """An operator's action on a run: who, when, what, why. Written with the change it records."""
 

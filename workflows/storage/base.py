@@ -30,6 +30,7 @@ from ..core.records import (
     RunRecord,
 )
 from ..core.schedules import RunStart, ScheduleDeclaration, ScheduleRecord
+from ..core.streams import ChunkRecord
 from .methods import StoreMethods
 
 P = ParamSpec("P")
@@ -156,6 +157,11 @@ class Store(StoreMethods):
 
     async def alist_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:
         return await self.run_sync(self.list_events, run_id, after=after, limit=limit)
+
+    async def alist_chunks(
+        self, run_id: str, stream: str | None, *, after: int = 0, limit: int = 1000
+    ) -> list[ChunkRecord]:
+        return await self.run_sync(self.list_chunks, run_id, stream, after=after, limit=limit)
 
     async def aregister_runner(self, runner: RunnerRecord) -> None:
         return await self.run_sync(self.register_runner, runner)

@@ -26,6 +26,7 @@ from ..core.records import (
     RunRecord,
 )
 from ..core.schedules import RunStart, ScheduleDeclaration, ScheduleRecord
+from ..core.streams import ChunkRecord
 
 
 class StoreMethods(ABC):
@@ -201,6 +202,12 @@ class StoreMethods(ABC):
 
     @abstractmethod
     def list_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]: ...
+
+    @abstractmethod
+    def list_chunks(
+        self, run_id: str, stream: str | None, *, after: int = 0, limit: int = 1000
+    ) -> list[ChunkRecord]:
+        """The run's stream chunks with id > `after`, oldest first (of every stream when None)."""
 
     # --- operators' repairs: each one transaction with its audit entry --------------------------------
     @abstractmethod

@@ -5,6 +5,7 @@ nothing; a runner's grouped commits (`group_commit`, `async_commits`) put severa
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 from ...core.exceptions import LeaseLost
@@ -132,6 +133,7 @@ def _shape(commit: Commit) -> tuple[Any, ...]:
         len(write.consumes) if write is not None else 0,
         bool(commit.complete),
         len(shared.event_rows(commit)),
+        bool(commit.stream_chunks),
         commit.transition is not None and commit.transition.status in TERMINAL,
         commit.transition is not None,
     )
@@ -197,6 +199,11 @@ def _statement_parts(
         params += [rid, values.t(now)]
         for name, payload, scope, step, number in events:
             params += [name, values.j(payload), scope, step, number]
+    if commit.stream_chunks:
+        ctes.append(
+            postgres.CTE_IDS.format(name=f"s{n}", statement=postgres.INSERT_CHUNKS_AFTER.format(after=r))
+        )
+        params += [rid, values.t(now), *chunk_columns(commit)]
     slot_freed = "NULL"
     if commit.transition is not None:  # a grouped run leaving `running` frees its group's slot:
         # the first run set aside in the group is due again, and runners waiting for a slot look
@@ -207,6 +214,19 @@ def _statement_parts(
         params += unpark_params
         slot_freed = postgres.COUNT_OF.format(cte=f"n{n}")
     return ctes, params, [postgres.CANCEL_REQUESTED_OF.format(cte=r), entry_select, slot_freed]
+
+
+def chunk_columns(commit: Commit) -> list[list[Any]]:
+    """A commit's stream chunks as the columns INSERT_CHUNKS_AFTER unnests (data as JSON text)."""
+    chunks = commit.stream_chunks
+    return [
+        [c.stream for c in chunks],
+        [json.dumps(c.data) for c in chunks],
+        [c.origin.scope for c in chunks],
+        [c.origin.step for c in chunks],
+        [c.origin.attempt for c in chunks],
+        [c.seq for c in chunks],
+    ]
 
 
 def _answered(commit: Commit) -> bool:

@@ -11,7 +11,8 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from ...core.records import AuditRecord, EntryRecord, EventRecord, MessageRecord, RunRecord
-from ...models import AuditEntry, Event, Message, Run
+from ...core.streams import ChunkRecord
+from ...models import AuditEntry, Event, Message, Run, StreamChunk
 
 
 def run_record(run: Run) -> RunRecord:
@@ -147,6 +148,22 @@ def events_after(run_id: str, *, after: int = 0, limit: int = 1000) -> list[Even
     that the client's `events()`, the API and the live consumers share."""
     rows = Event.objects.filter(run_id=run_id, id__gt=after).order_by("id")[:limit]
     return [event_record(e) for e in rows]
+
+
+def chunks_after(run_id: str, stream: str | None, *, after: int = 0, limit: int = 1000) -> list[ChunkRecord]:
+    """The run's stream chunks with id > `after` (of `stream`, or of all), oldest first: the one
+    read the client's `stream()`, the Server-Sent Events and the live consumers share."""
+    rows = StreamChunk.objects.filter(run_id=run_id, id__gt=after)
+    if stream is not None:
+        rows = rows.filter(stream=stream)
+    return [chunk_record(c) for c in rows.order_by("id")[:limit]]
+
+
+def chunk_record(c: StreamChunk) -> ChunkRecord:
+    return ChunkRecord(
+        id=c.id, stream=c.stream, data=c.data, step=c.step, attempt=c.attempt, seq=c.seq,
+        created_at=c.created_at, scope=c.scope,
+    )  # fmt: skip
 
 
 def audit_record(a: AuditEntry) -> AuditRecord:

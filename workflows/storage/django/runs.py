@@ -25,6 +25,7 @@ from ...core.records import (
     RunRecord,
     RunStatus,
 )
+from ...core.streams import ChunkRecord
 from ...models import Message, Run
 from . import limits, messages, notify, starts, values
 from .paths import StorePaths
@@ -32,6 +33,7 @@ from .prepared import hot_cursor
 from .repairs import write_audit
 from .rows import (
     RUN_COLUMNS,
+    chunks_after,
     events_after,
     message_record,
     run_from_row,
@@ -186,6 +188,11 @@ class DjangoRuns(StorePaths):
 
     def list_events(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:
         return events_after(run_id, after=after, limit=limit)
+
+    def list_chunks(
+        self, run_id: str, stream: str | None, *, after: int = 0, limit: int = 1000
+    ) -> list[ChunkRecord]:
+        return chunks_after(run_id, stream, after=after, limit=limit)
 
 
 def _holdable(new: NewRun) -> NewRun:

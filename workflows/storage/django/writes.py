@@ -25,6 +25,7 @@ from ...core.records import (
     lost_attempt_error,
     lost_events_payload,
 )
+from ...core.streams import StreamChunk
 from ...models import Attempt, Entry, Run
 from . import statements, values
 from .commit_statement import commit_one_statement, fits_one_statement, stored_attempt
@@ -88,6 +89,7 @@ def write_commit(
         for statement in (shared.PRUNE_ATTEMPTS, shared.PRUNE_CONSUMERS, shared.PRUNE_ENTRIES):
             cursor.execute(statement, shared.scope_params(run_id, scope))
     insert_events(cursor, rid, shared.event_rows(commit), now)
+    insert_chunks(cursor, rid, commit.stream_chunks, now)
     consumed = {mid for write, _attempt in commit.entries for mid in write.consumes}
     for message_id, response in commit.complete:
         if message_id in consumed and message_id in auto_completed:
@@ -117,6 +119,16 @@ def insert_events(cursor: Any, rid: Any, events: list[shared.EventRow], now: dt.
     for name, payload, scope, step, attempt in events:
         flat += [rid, name, values.j(payload), values.t(now), scope, step, attempt, False]
     cursor.execute(shared.INSERT_EVENTS.format(rows=", ".join([shared.EVENT_ROW] * len(events))), flat)
+
+
+def insert_chunks(cursor: Any, rid: Any, chunks: list[StreamChunk], now: dt.datetime) -> None:
+    if not chunks:
+        return
+    flat: list[Any] = []
+    for c in chunks:
+        o = c.origin
+        flat += [rid, c.stream, values.j(c.data), values.t(now), o.scope, o.step, o.attempt, c.seq]
+    cursor.execute(shared.INSERT_CHUNKS.format(rows=", ".join([shared.CHUNK_ROW] * len(chunks))), flat)
 
 
 def recover_cut_attempts(run: Run, reason: str, lost_at: dt.datetime | None, now: dt.datetime) -> None:

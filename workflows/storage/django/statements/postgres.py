@@ -3,7 +3,7 @@ row-locking pick and its pipeline's reads, advisory locks, NOTIFY."""
 
 from __future__ import annotations
 
-from .shared import CLAIM_ORDER, EVENT_COLUMNS, PICKED, WAKE_FOR_MESSAGE, WAS
+from .shared import CHUNK_COLUMNS, CLAIM_ORDER, EVENT_COLUMNS, PICKED, WAKE_FOR_MESSAGE, WAS
 
 NOTIFY = "SELECT pg_notify(%s, '')"
 # PostgreSQL: the pick's plan is made once per connection. Left to choose, PostgreSQL plans it
@@ -104,6 +104,14 @@ INSERT_EVENTS_AFTER = (
     " WHERE EXISTS (SELECT 1 FROM {after})"
 )
 EVENT_ROW_AFTER = "(%s, %s::jsonb, %s, %s, %s::integer)"
+# A commit's stream chunks as arrays, one per column: one statement text whatever their number.
+INSERT_CHUNKS_AFTER = (
+    f"INSERT INTO workflows_streamchunk ({CHUNK_COLUMNS})"
+    " SELECT %s, x.stream, x.data::jsonb, %s::timestamptz, x.scope, x.step, x.attempt, x.seq"
+    " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::integer[], %s::integer[])"
+    " AS x(stream, data, scope, step, attempt, seq)"
+    " WHERE EXISTS (SELECT 1 FROM {after})"
+)
 # How many of a run's messages named by id are still unconsumed (the one-statement commit's fence).
 COUNT_CONSUMABLE = (
     "SELECT COUNT(*) FROM workflows_message WHERE run_id = %s AND consumed_at IS NULL AND id IN ({ids})"

@@ -267,6 +267,12 @@ def insert_attempt(attempt: AttemptWrite, entry: int | str, on_pg: bool) -> tupl
 EVENT_COLUMNS = "run_id, name, payload, created_at, scope, step, attempt, lost"
 INSERT_EVENTS = f"INSERT INTO workflows_event ({EVENT_COLUMNS}) VALUES {{rows}}"
 EVENT_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s)"
+# Chunks running steps wrote to streams (`workflows.core.streams`).
+CHUNK_COLUMNS = "run_id, stream, data, created_at, scope, step, attempt, seq"
+INSERT_CHUNKS = f"INSERT INTO workflows_streamchunk ({CHUNK_COLUMNS}) VALUES {{rows}}"
+CHUNK_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s)"
+
+
 # Step events whose attempt never recorded an outcome: their runner died, stopped mid-step or the
 # store failed under it (run before the run executes again, so no attempt of it is running). A
 # loop's pruned iterations have no entries left, so only scopes that still hold one are looked at.
@@ -357,6 +363,7 @@ PRUNE_DELETES: tuple[tuple[str, str], ...] = (
         " (SELECT id FROM workflows_entry WHERE run_id IN ({ids}))",
     ),
     ("workflows_event", "DELETE FROM workflows_event WHERE run_id IN ({ids})"),
+    ("workflows_streamchunk", "DELETE FROM workflows_streamchunk WHERE run_id IN ({ids})"),
     ("workflows_auditentry", "DELETE FROM workflows_auditentry WHERE run_id IN ({ids})"),
     ("workflows_entry", "DELETE FROM workflows_entry WHERE run_id IN ({ids})"),
     ("workflows_run", "DELETE FROM workflows_run WHERE id IN ({ids})"),
@@ -367,6 +374,7 @@ PRUNE_COUNTS = {
     " (SELECT id FROM workflows_entry WHERE run_id IN ({runs}))",
     "workflows_message": "SELECT COUNT(*) FROM workflows_message WHERE run_id IN ({runs})",
     "workflows_event": "SELECT COUNT(*) FROM workflows_event WHERE run_id IN ({runs})",
+    "workflows_streamchunk": "SELECT COUNT(*) FROM workflows_streamchunk WHERE run_id IN ({runs})",
     "workflows_auditentry": "SELECT COUNT(*) FROM workflows_auditentry WHERE run_id IN ({runs})",
     "workflows_entry": "SELECT COUNT(*) FROM workflows_entry WHERE run_id IN ({runs})",
     "workflows_run": "SELECT COUNT(*) FROM workflows_run WHERE id IN ({runs})",
