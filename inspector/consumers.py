@@ -1,7 +1,10 @@
 """WebSocket consumers: they speak the protocol; the reads are small helpers in the db thread.
 
 `ws/runs/<run_id>/?after=<cursor>` streams a run's events, `{"id", "event", "data"}`, first the
-persisted ones after the cursor, then live ones, in id order. Every send comes from a database
+persisted ones after the cursor, then live ones, in id order. With `streams=*` (or `streams=a,b`)
+it also sends the chunks steps write to the run's streams, `{"stream", "id", "step", "attempt",
+"seq", "data"}`, after their own cursor `stream_after=` (a chunk id; `seq` 0 starts a step's text
+over), and ephemeral chunks as they come (`"ephemeral": true`, no id). Every send comes from a database
 read of "events after the last id sent", whether a poke or the poll triggered it, so a client
 that reconnects with the last id it saw loses nothing and gets nothing twice. With `changes=1`
 the stream also carries `{"run": {...}}` whenever the run's status or records change (the
@@ -47,7 +50,7 @@ CLOSE_NOT_FOUND = 4404
 # The close frame's reason with each code (ASGI `reason`; daphne sends the code only, so clients
 # go by the code: the reason is for servers that pass it on, and for logs).
 CLOSE_REASONS = {
-    CLOSE_BAD_REQUEST: "bad cursor: after= must be an event id (an integer)",
+    CLOSE_BAD_REQUEST: "bad cursor: after= (an event id) and stream_after= (a chunk id) are integers",
     CLOSE_FORBIDDEN: "forbidden: a session that may view runs, or a valid token for this run, is required",
     CLOSE_NOT_FOUND: "no such run",
 }
@@ -57,6 +60,7 @@ CLOSE_REASONS = {
 
 run_exists = database_sync_to_async(live.run_exists)
 events_after = database_sync_to_async(live.events_after)
+chunks_after = database_sync_to_async(live.chunks_after)
 run_fingerprint = database_sync_to_async(live.run_fingerprint)
 
 
@@ -149,6 +153,15 @@ class RunEventsConsumer(_Polling):
             await self.refuse(CLOSE_BAD_REQUEST)
             return
         self.changes = query.get("changes") in {"1", "true", "yes"}
+        # Stream frames: `streams=*` (every stream) or `streams=a,b`; `stream_after=` their cursor.
+        wanted = query.get("streams")
+        self.streams: list[str] | None = None if wanted in (None, "", "*") else wanted.split(",")
+        self.follow_streams = bool(wanted)
+        try:
+            self.stream_after = int(query.get("stream_after") or 0)
+        except ValueError:
+            await self.refuse(CLOSE_BAD_REQUEST)
+            return
         self.fingerprint: dict | None = None
         run_id = live.parse_run_id(self.scope["url_route"]["kwargs"]["run_id"])
         # Allowed first, then whether the run exists: a refused client learns nothing of runs.
@@ -165,6 +178,14 @@ class RunEventsConsumer(_Polling):
     async def run_poke(self, message: dict) -> None:
         await self.flush()
 
+    async def run_stream(self, message: dict) -> None:
+        """Ephemeral chunks, straight from the runner: sent as they come, never stored."""
+        if not self.follow_streams:
+            return
+        for frame in message.get("frames", []):
+            if self.streams is None or frame.get("stream") in self.streams:
+                await self.send_json(frame)
+
     async def read_and_send(self) -> None:
         while True:
             events = await events_after(self.run_id, self.last_id, BATCH)
@@ -172,6 +193,13 @@ class RunEventsConsumer(_Polling):
                 await self.send_json(event)
                 self.last_id = event["id"]
             if len(events) < BATCH:
+                break
+        while self.follow_streams:
+            chunks = await chunks_after(self.run_id, self.streams, self.stream_after, BATCH)
+            for chunk in chunks:
+                await self.send_json(chunk)
+                self.stream_after = chunk["id"]
+            if len(chunks) < BATCH:
                 break
         if self.changes:
             fingerprint = await run_fingerprint(self.run_id)

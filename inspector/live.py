@@ -17,6 +17,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from workflows import conf
+from workflows.masking import mask
 
 logger = logging.getLogger("inspector.live")
 
@@ -56,5 +57,23 @@ def poke(run_id: str, *, status_changed: bool = True) -> None:
 
 
 async def on_commit(run_id: str, commit: Any) -> None:
-    """The runner's commit hook (WORKFLOWS["COMMIT_HOOKS"]): runs after the commit."""
+    """The runner's commit hook (WORKFLOWS["COMMIT_HOOKS"]): runs after the commit. Ephemeral
+    stream chunks (never stored) travel in the message itself, to the followers connected now."""
+    ephemeral = [c for c in commit.stream_chunks if c.ephemeral]
+    if ephemeral:
+        layer = get_channel_layer()
+        if layer is not None:
+            frames = [ephemeral_frame(c) for c in ephemeral]
+            await layer.group_send(run_group(run_id), {"type": "run.stream", "frames": frames})
+        if len(ephemeral) == len(commit.stream_chunks) and not commit.entries and commit.transition is None:
+            return  # nothing was stored: nothing to look again for
     await apoke(run_id, status_changed=commit.transition is not None)
+
+
+def ephemeral_frame(chunk: Any) -> dict[str, Any]:
+    """An ephemeral chunk as the WebSocket sends it: no id (it is not stored, so no cursor)."""
+    o = chunk.origin
+    return {
+        "stream": chunk.stream, "step": o.step, "attempt": o.attempt, "seq": chunk.seq,
+        "data": mask(chunk.data), "ephemeral": True,
+    }  # fmt: skip

@@ -67,4 +67,19 @@ async def flaky_run(ctx):
 
 flaky = workflow(run=flaky_run, queues={"note": queue()}, version="v1")
 
-registry = setup(use={"approval": approval, "flaky": flaky})
+async def writer_run(ctx):
+    async def write(step):
+        words = ["Hel", "lo"] if FAILURES.get("write", 0) > 0 else ["Hello", ", ", "world"]
+        for word in words:
+            await step.stream.write(word)
+        if FAILURES.get("write", 0) > 0:
+            FAILURES["write"] -= 1
+            raise RuntimeError("the model hung up mid-stream")
+        return "".join(words)
+
+    return await ctx.step("write", write, retry_backoff_base=0.001)
+
+
+writer = workflow(run=writer_run, version="v1")
+
+registry = setup(use={"approval": approval, "flaky": flaky, "writer": writer})

@@ -8,10 +8,13 @@ from django.http import HttpResponse
 from ninja import Query, Status
 
 from .. import conf, operations
+from ..core.exceptions import RunNotFound
 from ..engine.client import RunHandle
 from ..models import Run
 from ..reads import runs as run_reads
 from ..reads import source as read_source
+from ..reads.live import parse_run_id
+from . import sse
 from .api import router
 from .auth import actor
 from .schemas import (
@@ -133,6 +136,32 @@ def list_events(
     """The run's events after a cursor, oldest first."""
     items = run_reads.run_events(run_id, after=after, limit=limit)
     return {"items": items, "next_after": items[-1].id if items else after}
+
+
+@router.get(
+    "/runs/{run_id}/streams/{name}",
+    response={200: None, **AUTH, **NOT_FOUND, **INVALID},
+    summary="Follow a stream (Server-Sent Events)",
+    operation_id="workflows_api_follow_stream",
+)
+def follow_stream(
+    request,
+    run_id: str,
+    name: str,
+    after: int = Query(0, ge=0, le=MAX_ID, description="Chunks with a greater id (Last-Event-ID wins)."),
+):
+    """The chunks steps wrote to the stream `name` as `text/event-stream`: each chunk an
+    `event: chunk` with its id, first those after the cursor, then new ones as they are stored;
+    `event: end` once the run has finished. A chunk with `seq` 0 starts its step's text over (a
+    retry). 404: no such run, or a finished run that never wrote this stream."""
+    found = parse_run_id(run_id)
+    try:
+        if found is None:
+            raise sse.UnknownStream(f"run {run_id} not found")
+        sse.check_stream(found, name)
+    except sse.UnknownStream as exc:
+        raise RunNotFound(str(exc)) from None
+    return sse.stream_response(found, name, sse.resume_point(request, after))
 
 
 # --- helpers ----------------------------------------------------------------------------------------------

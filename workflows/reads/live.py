@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from ..core.durations import format_duration
 from ..masking import mask
-from ..models import AuditEntry, Entry, Run
+from ..models import AuditEntry, Entry, Run, StreamChunk
+from ..storage.django.rows import chunk_record
 from .declarations import label_runs, run_labels
 from .runs import events_after as recorded_events
 
@@ -129,6 +130,17 @@ def events_after(run_id: str, after: int, limit: int = 500) -> list[dict[str, An
     masked like everything else the inspector shows: a stream may reach more eyes than a page."""
     rows = recorded_events(run_id, after=after, limit=limit)
     return [{**e.as_json(), "data": mask(e.payload)} for e in rows]
+
+
+def chunks_after(
+    run_id: str, streams: list[str] | None, after: int, limit: int = 500
+) -> list[dict[str, Any]]:
+    """The run's stream chunks after a cursor (of `streams`, or of all when None), as the
+    WebSocket sends them: `{"stream", "id", "step", "attempt", "seq", "data"}`, masked."""
+    rows = StreamChunk.objects.filter(run_id=run_id, id__gt=after)
+    if streams is not None:
+        rows = rows.filter(stream__in=streams)
+    return [{**c.as_json(), "data": mask(c.data)} for c in map(chunk_record, rows.order_by("id")[:limit])]
 
 
 def run_fingerprint(run_id: str) -> dict[str, Any] | None:
