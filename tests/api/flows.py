@@ -67,6 +67,7 @@ async def flaky_run(ctx):
 
 flaky = workflow(run=flaky_run, queues={"note": queue()}, version="v1")
 
+
 async def writer_run(ctx):
     async def write(step):
         words = ["Hel", "lo"] if FAILURES.get("write", 0) > 0 else ["Hello", ", ", "world"]

@@ -152,6 +152,8 @@ async def test_a_write_over_the_limits_fails_the_step_and_stores_nothing_of_it(h
         core_streams.set_max_stream_bytes(core_streams._default_max_stream_bytes)
 
     info = await handle.ainfo()
-    assert info.status == "failed" and "step 'write' failed (critical): ValueTooLarge" in info.error["message"]
+    assert (
+        info.status == "failed" and "step 'write' failed (critical): ValueTooLarge" in info.error["message"]
+    )
     assert "stream 'write'" in info.error["message"]
     assert [r.data for r in _chunks(handle.run_id)] == ["x" * 400]
