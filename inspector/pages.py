@@ -1,21 +1,22 @@
 """The inspector's shaping of the read model (`workflows.reads`) for its pages: one run's page
-(its steps as views, the timeline, the usage totals, the decisions it waits on) and the
+(its steps as views, the timeline, its model calls' tokens and cost, the decisions it waits on) and the
 dashboard's backlog rows. The reads themselves, and what they mask, are in `workflows.reads`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils import timezone
 
 from workflows import TERMINAL, RunStatus, conf, format_duration
+from workflows.core.costs import CostSummary
 from workflows.masking import mask
 from workflows.models import Attempt, AuditEntry, Entry, Run
 from workflows.reads import backlog as backlog_reads
+from workflows.reads.costs import entries_cost
 from workflows.reads.decisions import open_decisions
 from workflows.reads.declarations import RunLabels, run_labels
 from workflows.reads.live import run_duration
@@ -59,7 +60,7 @@ class RunPage:
     event_count: int
     last_event_id: int
     audit: list[AuditEntry]
-    usage_total: dict[str, int]
+    cost: CostSummary  # every entry's recorded usage (superseded ones too), by model and by step
     queued: str  # from creation to the first claim
     attempt_total: int
     live: bool  # the run can still change by itself (not completed, failed or cancelled)
@@ -95,7 +96,7 @@ def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
         event_count=records.event_count,
         last_event_id=records.last_event_id,
         audit=records.audit,
-        usage_total=_usage_total(steps),
+        cost=entries_cost(records.entries),
         queued=format_duration((run.started_at - run.created_at).total_seconds()) if run.started_at else "—",
         attempt_total=sum(view.attempt_count for view in steps),
         live=run.status not in TERMINAL,
@@ -159,16 +160,6 @@ def _step_view(entry: Entry, run_status: str, now: dt.datetime) -> StepView:
         status=step_status(entry.status, run_status, superseded=entry.superseded),
         attempt_count=attempts_made(entry.status, entry.attempts),
     )
-
-
-def _usage_total(steps: list[StepView]) -> dict[str, int]:
-    """The current steps' recorded usage (a model call's tokens...), added up by kind."""
-    total: dict[str, int] = defaultdict(int)
-    for view in steps:
-        for k, v in (view.usage or {}).items():
-            if isinstance(v, int | float) and not isinstance(v, bool):
-                total[k] += v
-    return dict(total)
 
 
 def _timeline(run: Run, entries: list[Entry], now: dt.datetime) -> Timeline:

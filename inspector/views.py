@@ -1,5 +1,5 @@
-"""The operator dashboard: runs live, last hour's throughput and failures, step durations, the
-backlog and schedule-to-start by workflow; a run opens on the admin's run page. Every view needs
+"""The operator dashboard: runs live, last hour's throughput and failures, step durations, model
+cost by workflow, the backlog and schedule-to-start by workflow; a run opens on the admin's run page. Every view needs
 what the admin's run inspector needs (inspector.access)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 
 from workflows.core.records import RUNNER_DEAD_AFTER_LEASES
+from workflows.reads import costs, limiters, live, stats
 from workflows.reads import decisions as decision_reads
-from workflows.reads import limiters, live, stats
 from workflows.reads import source as read_source
 
 from . import groups, pages, runners
@@ -52,9 +52,10 @@ def dashboard(request):
 
 
 def _figures(using: str) -> dict:
-    """The last hour's figures and the backlog, read from `using`."""
+    """The last hour's figures, model costs and the backlog, read from `using`."""
     return {
         "stats": stats.dashboard_stats(using=using),
+        "costs": costs.workflow_costs(using=using),
         "backlog": pages.backlog(using=using),
     }
 

@@ -105,6 +105,12 @@ CONNECTOR (default `"auto"`)
 ASYNC_COMMITS, GROUP_COMMIT, ASYNC_CLAIMS (retired)
     No longer read (`manage.py check` warns, workflows.W006): CONNECTOR chooses the paths they
     switched ("postgres-threads" for ASYNC_COMMITS off, "threads" for both off).
+MODEL_PRICES (default `{}`: no prices, tokens only)
+    USD per million tokens by model name, for the cost the inspector's run page, the dashboard
+    and `GET /api/runs/{id}` show of the model calls steps record (`step.meta["usage"]` and
+    `step.meta["gen_ai"]`): `{"gpt-4o-mini": {"input": 0.15, "output": 0.6}}`. A dated model
+    (`gpt-4o-mini-2024-07-18`) takes the price of the longest name it extends; a model with no
+    price shows its tokens only. See `workflows.core.costs`; check workflows.E024.
 READ_DATABASE (default `None`: the default database)
     A Django database alias (a streaming replica of the default database) that the operators'
     list reads use: the dashboard's figures, backlog, decisions and runs (and its live list),
@@ -127,6 +133,7 @@ from django.core.signals import setting_changed
 from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
+from .core.costs import PriceTable
 from .core.retention import Retention
 from .engine.observers import Observer
 from .engine.registry import Registry
@@ -166,6 +173,7 @@ DEFAULTS: dict[str, Any] = {
     "PREPARED_STATEMENTS": True,
     "CONNECTOR": "auto",
     "READ_DATABASE": None,
+    "MODEL_PRICES": {},
 }
 
 # Keys no longer read, and what replaces each (manage.py check warns: workflows.W006).
@@ -206,6 +214,11 @@ def heartbeat_seconds() -> float:
 def retention() -> Retention:
     """The RETENTION policy (ValueError for a malformed one: check workflows.E020 reports it)."""
     return Retention.from_setting(get("RETENTION"))
+
+
+def model_prices() -> PriceTable:
+    """The MODEL_PRICES table (ValueError for a malformed one: check workflows.E024 reports it)."""
+    return PriceTable.from_setting(get("MODEL_PRICES"))
 
 
 def prune_seconds() -> float | None:

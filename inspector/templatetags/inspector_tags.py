@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from workflows.core.costs import format_usd
 from workflows.core.durations import format_duration
 from workflows.core.ids import short_run_id
 
@@ -102,6 +103,12 @@ def badge(status: str) -> SafeString:
 @register.filter
 def percent(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.1f} %"
+
+
+@register.filter
+def usd(cost: float | None) -> str:
+    """A model cost in USD (`workflows.core.costs.format_usd`; None: —)."""
+    return format_usd(cost)
 
 
 @register.simple_tag

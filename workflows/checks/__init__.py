@@ -18,6 +18,8 @@ Settings (`settings.WORKFLOWS`, see workflows/conf.py):
                     may be None: no limit)
     workflows.E022  CLOCK is not "database" or "local"
     workflows.W005  CLOCK is "local" or STALL_CHECK is off: a multi-host protection is switched off
+    workflows.E024  MODEL_PRICES is not a dict of {"input": USD, "output": USD} (per million
+                    tokens, numbers >= 0) by model name
     workflows.E023  CONNECTOR names no connector, or one for another database
     workflows.W006  a retired key (ASYNC_COMMITS, GROUP_COMMIT, ASYNC_CLAIMS) is set: it is
                     ignored; CONNECTOR replaces it
@@ -52,6 +54,7 @@ from django.core import checks
 from django.utils.module_loading import import_string
 
 from .. import conf
+from ..core.costs import PriceTable
 from ..core.retention import Retention
 from ..engine.registry import Registry
 from .base import DOCS, TAG
@@ -139,6 +142,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
         )
     errors += _check_retention(raw)
+    errors += _check_model_prices(raw)
     for key in ("REGISTRIES", "COMMIT_HOOKS", "RUNNER_LIFESPAN"):
         value = raw.get(key, [])
         if not isinstance(value, list | tuple) or not all(isinstance(p, str) for p in value):
@@ -233,6 +237,20 @@ def _check_retention(raw: Mapping) -> list[checks.CheckMessage]:
                 )
             )
     return errors
+
+
+def _check_model_prices(raw: Mapping) -> list[checks.CheckMessage]:
+    try:
+        PriceTable.from_setting(raw.get("MODEL_PRICES"))
+    except ValueError as exc:
+        return [
+            checks.Error(
+                f'WORKFLOWS["MODEL_PRICES"] {exc}.',
+                hint='USD per million tokens by model, e.g. {"gpt-4o-mini": {"input": 0.15, "output": 0.6}}.',
+                id="workflows.E024",
+            )
+        ]
+    return []
 
 
 def _paths(key: str) -> list[str]:

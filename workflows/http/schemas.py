@@ -17,6 +17,7 @@ from ..core.records import RunStatus
 from ..engine.client import MAX_DEBOUNCE
 from ..masking import mask
 from ..reads.runs import MAX_PAGE
+from .cost_schemas import RunCostOut, run_cost
 
 MAX_ID = 2**63 - 1  # entry and event ids are 64-bit integers
 MAX_WAIT = 300.0  # seconds a `wait=true` send may hold its request at most
@@ -162,6 +163,14 @@ class RunDetailOut(RunOut):
     steps: list[StepOut] = Field(
         description="By scope (the root's first), then position; a superseded record precedes its replacement."
     )
+    cost: RunCostOut | None = Field(
+        description="What its model calls (steps' meta.usage and meta.gen_ai) used and, priced by"
+        ' WORKFLOWS["MODEL_PRICES"], cost; each record\'s latest usage, superseded ones included. Null: none recorded.'
+    )
+
+    @staticmethod
+    def resolve_cost(run) -> dict | None:
+        return run_cost(run)
 
     @staticmethod
     def resolve_steps(run) -> list:

@@ -16,12 +16,11 @@ import datetime as dt
 import os
 import re
 import threading
-from collections.abc import Mapping
-from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from ..core.clock import Clock
+from ..core.costs import tokens_of
 from ..core.records import TERMINAL, Commit, RunRecord
 from ..engine.observers import Observer, RunnerSample
 
@@ -99,12 +98,6 @@ RUNNER_CLOCK_OFFSET = Gauge(
     multiprocess_mode="liveall",
 )
 
-# The usage shapes of OpenAI chat completions (prompt/completion) and of the newer APIs (input/output).
-TOKEN_KEYS = {
-    "prompt": ("prompt_tokens", "input_tokens"),
-    "completion": ("completion_tokens", "output_tokens"),
-}
-
 
 def multiprocess_dir() -> str | None:
     """The directory prometheus_client's multiprocess mode writes to, when it is on."""
@@ -119,28 +112,6 @@ def forget_this_process() -> None:
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(os.getpid(), directory)
-
-
-def tokens_of(usage: Any) -> dict[str, int]:
-    """Token counts by kind from a step's recorded `meta["usage"]`: `{"prompt_tokens",
-    "completion_tokens", ...}` (or `input_tokens` / `output_tokens`); `total_tokens` counts as
-    `total` only when the usage is not split. Anything else (not a dict, not counts) is none."""
-    if not isinstance(usage, Mapping):
-        return {}
-    found: dict[str, int] = {}
-    for kind, keys in TOKEN_KEYS.items():
-        counts = [n for n in (_count(usage.get(key)) for key in keys) if n is not None]
-        if counts:
-            found[kind] = counts[0]
-    total = _count(usage.get("total_tokens"))
-    if not found and total is not None:
-        found["total"] = total
-    return found
-
-
-def _count(value: Any) -> int | None:
-    """A positive token count, or None (a bool, a string or a negative number is none)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 class MetricsObserver(Observer):
