@@ -20,8 +20,10 @@ from django.utils.safestring import mark_safe
 from workflows.core import repair_rules
 from workflows.core.durations import format_duration
 from workflows.core.ids import short_run_id
+from workflows.http import sse
 from workflows.models import AuditEntry, Run
 from workflows.reads import declarations, live
+from workflows.reads.live import parse_run_id
 
 from . import access, actions, decisions, groups, pages, runners
 from .replica_lists import ReadsListsFromReplica, list_alias
@@ -208,6 +210,7 @@ class RunAdmin(ReadsListsFromReplica, admin.ModelAdmin):
         return [
             path("<str:run_id>/inspect/", wrap(self.inspect_view), name="workflows_run_inspect"),
             path("<str:run_id>/inspect/live/", wrap(self.fragment_view), name="workflows_run_fragment"),
+            path("<str:run_id>/streams/", wrap(self.streams_view), name="workflows_run_streams"),
             path(
                 "<str:run_id>/replay/<int:entry_id>/",
                 wrap(lambda r, run_id, entry_id: actions.replay_view(self, r, run_id, entry_id)),
@@ -266,6 +269,19 @@ class RunAdmin(ReadsListsFromReplica, admin.ModelAdmin):
         return TemplateResponse(
             request, "admin/workflows/run/inspect.html", self._page_context(request, run_id)
         )
+
+    def streams_view(self, request, run_id):
+        """Every stream of the run as Server-Sent Events (`workflows.http.sse`), for the run page."""
+        found = parse_run_id(run_id)
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        try:
+            if found is None:
+                raise sse.UnknownStream(run_id)
+            sse.check_stream(found, None)
+        except sse.UnknownStream:
+            raise Http404("no such run") from None
+        return sse.stream_response(found, None, sse.resume_point(request, 0))
 
     def fragment_view(self, request, run_id):
         return TemplateResponse(

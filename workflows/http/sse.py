@@ -41,18 +41,21 @@ def resume_point(request: HttpRequest, after: int) -> int:
     return int(last) if last.isdigit() else after
 
 
-def check_stream(run_id: str, name: str) -> None:
+def check_stream(run_id: str, name: str | None) -> None:
     """UnknownStream unless the run exists and the stream has chunks or may still get some
-    (the run has not finished: a step may not have started writing yet)."""
+    (the run has not finished: a step may not have started writing yet). None: every stream."""
     status = Run.objects.filter(id=run_id).values_list("status", flat=True).first()
     if status is None:
         raise UnknownStream(f"run {run_id} not found")
+    if name is None:
+        return
     if status in TERMINAL and not StreamChunk.objects.filter(run_id=run_id, stream=name).exists():
         raise UnknownStream(f"run {run_id} has no stream {name!r}")
 
 
-def stream_response(run_id: str, name: str, after: int) -> StreamingHttpResponse:
-    """The SSE response (call `check_stream` first: a 404 is decided before the stream starts)."""
+def stream_response(run_id: str, name: str | None, after: int) -> StreamingHttpResponse:
+    """The SSE response of stream `name` (None: every stream of the run; call `check_stream`
+    first: a 404 is decided before the stream starts)."""
     response = StreamingHttpResponse(sse_events(run_id, name, after), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
@@ -63,7 +66,7 @@ def _status(run_id: str) -> str | None:
     return Run.objects.filter(id=run_id).values_list("status", flat=True).first()
 
 
-async def sse_events(run_id: str, name: str, after: int) -> AsyncIterator[bytes]:
+async def sse_events(run_id: str, name: str | None, after: int) -> AsyncIterator[bytes]:
     read = sync_to_async(chunks_after)
     status_of = sync_to_async(_status)
     quiet_since = time.monotonic()
