@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import urllib.parse
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .services import DROPPED, DemoRequest, DemoServices
+from .streaming import StreamCut
 
 logger = logging.getLogger("jobs.demo")
 
@@ -54,9 +56,30 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(result.status)
         for name, value in result.headers.items():
             self.send_header(name, value)
+        if result.stream is not None:
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self._write_chunked(result.stream)
+            return
         self.send_header("Content-Length", str(len(result.body)))
         self.end_headers()
         self.wfile.write(result.body)
+
+    def _write_chunked(self, stream: Iterator[bytes]) -> None:
+        """Each piece as an HTTP/1.1 chunk, sent at once (a client reads it as it comes); a
+        StreamCut, or a client gone, closes the connection without the last (empty) chunk."""
+        try:
+            for piece in stream:
+                if piece:  # an empty chunk would end the body
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except (StreamCut, OSError):
+            self.close_connection = True
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
 
     def log_message(self, format: str, *args) -> None:
         if self.server.verbose:

@@ -9,6 +9,7 @@ next answers can be scripted (a FIFO per route; `model` scripts either model rou
     bad-json      the model answers with content that is not JSON; the CRM/CMS with a broken body
     drop          do the work (the CMS saves the post), then close the connection without answering
     hang:<s>      wait <s> seconds (default 60; cut short by reset), then answer normally
+    cut:<n>       a streamed model answer (streaming.py) stops after n pieces, unended; else as drop
 
 Besides scripts, `failure_rate` fails that share of calls with one of `failure_kinds`.
 """
@@ -24,12 +25,15 @@ import re
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .streaming import EVENT_STREAM_HEADERS, completion_events, wants_stream
+
 SERVICE_ROUTES = ("extract", "summarize", "crm", "cms")
 SCRIPT_ROUTES = (*SERVICE_ROUTES, "model")
-KIND_RE = re.compile(r"^(ok|bad-json|drop|hang(:\d+(\.\d+)?)?|[45]\d\d(:\d+(\.\d+)?)?)$")
+KIND_RE = re.compile(r"^(ok|bad-json|drop|cut:\d+|hang(:\d+(\.\d+)?)?|[45]\d\d(:\d+(\.\d+)?)?)$")
 DEFAULT_HANG = 60.0  # seconds
 
 COMPANY_RE = re.compile(
@@ -62,6 +66,7 @@ class DemoResponse:
     status: int
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
+    stream: Iterator[bytes] | None = None  # a body sent as it is made (chunked), instead of `body`
 
 
 def json_response(status: int, data: Any, headers: dict[str, str] | None = None) -> DemoResponse:
@@ -73,7 +78,7 @@ def json_response(status: int, data: Any, headers: dict[str, str] | None = None)
 def check_kind(kind: str) -> str:
     kind = str(kind).strip()
     if not KIND_RE.match(kind):
-        raise ValueError(f"unknown demo answer {kind!r} (ok, 429[:s], 5xx, bad-json, drop, hang[:s])")
+        raise ValueError(f"unknown demo answer {kind!r} (ok, 429[:s], 5xx, bad-json, drop, hang[:s], cut:n)")
     return kind
 
 
@@ -93,6 +98,7 @@ def parse_fail_spec(spec: str) -> dict[str, list[str]]:
 @dataclass(frozen=True)
 class DemoConfig:
     latency_ms: float = 0.0
+    token_ms: float = 0.0  # between the pieces of a streamed model answer
     failure_rate: float = 0.0
     failure_kinds: tuple[str, ...] = ("503",)
     scripts: dict[str, list[str]] = field(default_factory=dict)
@@ -105,6 +111,7 @@ class DemoConfig:
         seed = env.get("DEMO_SEED")
         return cls(
             latency_ms=float(env.get("DEMO_LATENCY_MS", "0") or 0),
+            token_ms=float(env.get("DEMO_TOKEN_MS", "0") or 0),
             failure_rate=float(env.get("DEMO_FAILURE_RATE", "0") or 0),
             failure_kinds=tuple(kinds) or ("503",),
             scripts=parse_fail_spec(env.get("DEMO_FAIL", "")),
@@ -186,7 +193,7 @@ class DemoServices:
             headers = {"Retry-After": retry_after} if retry_after else {}
             return _error(int(status), f"demo {route}: scripted {status}", headers)
         response = answer(kind)
-        return DROPPED if kind == "drop" else response
+        return DROPPED if kind == "drop" or (kind.startswith("cut") and response.stream is None) else response
 
     def _next_kind(self, route: str) -> str:
         for name in (route, "model") if route in ("extract", "summarize") else (route,):
@@ -211,26 +218,27 @@ class DemoServices:
         else:
             content = summarize(prompt)
         prompt_tokens, completion_tokens = _tokens(prompt), _tokens(content)
-        return json_response(
-            200,
-            {
-                "id": f"demo-{hashlib.sha1(prompt.encode()).hexdigest()[:12]}",
-                "object": "chat.completion",
-                "model": body.get("model", "demo"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                },
+        completion = {
+            "id": f"demo-{hashlib.sha1(prompt.encode()).hexdigest()[:12]}",
+            "object": "chat.completion",
+            "model": body.get("model", "demo"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
             },
-        )
+        }
+        if wants_stream(body):
+            events = completion_events(completion, body, kind, self.config.token_ms, self._release.wait)
+            return DemoResponse(200, b"", dict(EVENT_STREAM_HEADERS), stream=events)
+        return json_response(200, completion)
 
     # --- the CRM ---------------------------------------------------------------------------------
 

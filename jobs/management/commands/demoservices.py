@@ -24,6 +24,11 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8001, help="0 picks a free port (printed).")
         parser.add_argument("--latency-ms", type=float, help="Delay every answer (env DEMO_LATENCY_MS).")
         parser.add_argument(
+            "--token-ms",
+            type=float,
+            help="Pause between the pieces of a streamed model answer (env DEMO_TOKEN_MS).",
+        )
+        parser.add_argument(
             "--failure-rate", type=float, help="Share of calls that fail, 0..1 (env DEMO_FAILURE_RATE)."
         )
         parser.add_argument(
@@ -36,13 +41,24 @@ class Command(BaseCommand):
             default=[],
             metavar="ROUTE=KIND,…",
             help="Script a route's next answers, e.g. extract=429,503 or cms=drop (env DEMO_FAIL). "
-            "Routes: extract, summarize, model, crm, cms. Kinds: ok, 429[:secs], 5xx, bad-json, drop, hang[:secs].",
+            "Routes: extract, summarize, model, crm, cms. Kinds: ok, 429[:secs], 5xx, bad-json, drop, hang[:secs], cut:N.",
         )
         parser.add_argument("--seed", type=int, help="Seed of the random failures (env DEMO_SEED).")
         parser.add_argument("--verbose", action="store_true", help="Log every request.")
 
     def handle(
-        self, *args, host, port, latency_ms, failure_rate, failure_kinds, fail, seed, verbose, **options
+        self,
+        *args,
+        host,
+        port,
+        latency_ms,
+        token_ms,
+        failure_rate,
+        failure_kinds,
+        fail,
+        seed,
+        verbose,
+        **options,
     ):
         try:
             config = DemoConfig.from_env()
@@ -53,6 +69,8 @@ class Command(BaseCommand):
             changes = {"scripts": scripts}
             if latency_ms is not None:
                 changes["latency_ms"] = latency_ms
+            if token_ms is not None:
+                changes["token_ms"] = token_ms
             if failure_rate is not None:
                 changes["failure_rate"] = failure_rate
             if failure_kinds:
