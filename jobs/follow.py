@@ -14,6 +14,7 @@ from workflows import LOST_EVENTS, TERMINAL, RunHandle, RunRecord
 STAGE_ORDER = ("queued", "extracting", "enriching", "summarizing", "publishing", "published")
 BAR_WIDTH = 20
 POLL = 0.2  # seconds between looks for new events
+BRIEF_STREAM = "summarize"  # the summarize step's own stream: the brief as the model writes it
 # as jobs.workflows.on_error says it, the delay written by workflows.format_duration
 RETRY_RE = re.compile(r" failed \(.*\), retrying in \d[\d.]* (ms|s|min|h|d)( \d+ (s|min|h))?$")
 RUNNER_CHECK = 2.0  # seconds between looks at the live runners while the job is not finished
@@ -86,6 +87,34 @@ class RunnerWatch:
         )
 
 
+class BriefStream:
+    """The summarize step's stream, printed as the model writes it. A terminal cannot take back
+    what it printed: a retry's new attempt is announced and printed after the partial one."""
+
+    def __init__(self, handle: RunHandle, out: TextIO) -> None:
+        self.handle = handle
+        self.out = out
+        self.cursor = 0
+        self.mid_line = False
+
+    def write_new(self) -> bool:
+        chunks = self.handle.chunks(BRIEF_STREAM, after=self.cursor)
+        for chunk in chunks:
+            self.cursor = chunk.id
+            if chunk.seq == 0:
+                self.end_line()
+                if chunk.attempt > 1:
+                    self.out.write(f"  (attempt {chunk.attempt} writes the brief again)\n")
+            self.out.write(chunk.data if isinstance(chunk.data, str) else json.dumps(chunk.data))
+            self.mid_line = True
+        return bool(chunks)
+
+    def end_line(self) -> None:
+        if self.mid_line:
+            self.out.write("\n")
+            self.mid_line = False
+
+
 def follow(handle: RunHandle, out: TextIO, *, timeout: float | None = None, poll: float = POLL) -> RunRecord:
     """Print the job's progress until its run finishes; returns the finished run. Says so when
     no live runner can take it."""
@@ -94,6 +123,7 @@ def follow(handle: RunHandle, out: TextIO, *, timeout: float | None = None, poll
     out.write(progress_line(run.state.get("stage", "queued"), None) + "\n")
     out.flush()
     cursor = 0
+    brief = BriefStream(handle, out)
     runners = RunnerWatch(handle, out)
     last_moved: dt.datetime | None = None  # the last event's time: when the job last made progress
     while True:
@@ -101,6 +131,8 @@ def follow(handle: RunHandle, out: TextIO, *, timeout: float | None = None, poll
         # printed before we stop.
         run = handle.info()
         events = handle.events(after=cursor)
+        if events:
+            brief.end_line()
         for event in events:
             cursor = event.id
             last_moved = event.created_at
@@ -111,13 +143,16 @@ def follow(handle: RunHandle, out: TextIO, *, timeout: float | None = None, poll
                 out.write(f"  (cut off by a crash or a database failure: {steps} runs again)\n")
             elif event.name == "progress" and isinstance(event.payload, dict):
                 out.write(progress_line(event.payload.get("stage", "?"), event.payload.get("detail")) + "\n")
+        written = brief.write_new()
         runners.check(run, last_moved)
         out.flush()
-        if run.status in TERMINAL and not events:
+        if run.status in TERMINAL and not events and not written:
+            brief.end_line()
+            out.flush()
             return run
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"job still {run.status} ({run.state.get('stage')}) after {timeout:g}s")
-        if not events:
+        if not events and not written:
             time.sleep(poll)
 
 

@@ -137,7 +137,9 @@ async def summarize(step, *, transcript: str) -> str:
         facts["title"], transcript, facts["actionItems"], facts["companies"]
     )
     async with http.client_for("model") as client:
-        completion = await model.complete(client, messages)
+        # The brief's tokens go to the step's stream as they come (the run page, `jobs submit
+        # --follow`); a retry starts the stream over, and the recorded summary is what counts.
+        completion = await model.complete(client, messages, on_text=step.stream.write)
     step.meta["usage"] = completion.usage
     step.meta["gen_ai"] = completion.gen_ai()
     summary = completion.content.strip()

@@ -102,14 +102,19 @@ async def _streamed(
                 if whole.content:
                     await on_text(whole.content)
                 return whole
-            reply = _StreamedReply()
+            reply, done = _StreamedReply(), None
             async with contextlib.aclosing(_sse_data(response)) as events:
                 async for data in events:
+                    if done is not None:  # read to the end: the connection then goes back to the pool
+                        continue
                     if data == STREAM_END:
-                        return reply.completion()
+                        done = reply.completion()
+                        continue
                     piece = reply.take(data)
                     if piece:
                         await on_text(piece)
+            if done is not None:
+                return done
     raise InvalidReply(f"model stream ended before {STREAM_END} ({len(reply.content)} characters in)")
 
 

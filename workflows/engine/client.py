@@ -207,6 +207,10 @@ class RunHandle:
     async def aevents(self, after: int = 0, limit: int = 1000) -> list[EventRecord]:
         return await self._client.store.alist_events(self.run_id, after=after, limit=limit)
 
+    def chunks(self, name: str, after: int = 0, limit: int = 1000) -> list[ChunkRecord]:
+        """The chunks of stream `name` stored after the cursor `after`, oldest first (see `stream`)."""
+        return self._client.store.list_chunks(self.run_id, name, after=after, limit=limit)
+
     async def stream(
         self, name: str, after: int = 0, *, wait: bool = True, poll: float = 0.2
     ) -> AsyncIterator[ChunkRecord]:
