@@ -14,6 +14,7 @@ _ENGINE_TABLES = (
     "workflows_attempt",
     "workflows_message",
     "workflows_event",
+    "workflows_streamchunk",
     "workflows_auditentry",
     "workflows_entry",
     "workflows_run",

@@ -6,6 +6,7 @@ history, commit, claim and wake-up, not user work.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from workflows import queue, setup, workflow
@@ -50,8 +51,27 @@ async def waiter_body(ctx):
     return await ctx.step("first", stamp)
 
 
+async def stream_body(ctx):
+    """One step writes `n` tokens to its stream, `pace` seconds apart (0: as fast as it can);
+    with `stream` False it does the same work without writing (the baseline)."""
+    spec = ctx.key
+
+    async def write(step):
+        n, pace, streaming = int(spec[0]), float(spec[1]), spec[2] == "stream"
+        t0 = time.perf_counter()
+        for i in range(n):
+            if streaming:
+                await step.stream.write(f"tok{i} ")
+            if pace:
+                await asyncio.sleep(pace)
+        return time.perf_counter() - t0
+
+    return await ctx.step("write", write)
+
+
 registry = setup(
     use={
+        "bench_stream": workflow(stream_body),
         "bench_overhead": workflow(overhead_body),
         "bench_ten": workflow(ten_body),
         "bench_waiter": workflow(waiter_body, queues={"start": queue()}),

@@ -176,3 +176,10 @@ def test_job_cpu_bench__a_few_jobs_print_both_modes_split(tmp_path):
     assert [row[0] for row in rows] == ["per-step", "shared"], done.stdout
     assert all(len(row) == 9 and float(row[1]) > 0 for row in rows), done.stdout
     assert done.stdout.count("the costliest functions of the loop thread") == 2
+
+
+def test_streams_bench__a_small_sqlite_run_prints_a_row_per_pace(tmp_path):
+    done = run_bench(tmp_path, "streams.py", "--db", "sqlite", "--chunks", "40")
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith("sqlite ")]
+    assert [row[3] for row in rows] == ["0", "1", "5"], done.stdout
+    assert all(int(row[5]) >= 1 for row in rows), done.stdout  # commits that carried chunks
