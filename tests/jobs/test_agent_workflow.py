@@ -11,7 +11,10 @@ from openai import AsyncOpenAI
 from jobs import agent_workflow
 from jobs.agent_workflow import registry
 from jobs.demo.services import DemoRequest, DemoServices
+from workflows import conf, operations
 from workflows.models import Entry
+from workflows.reads import declarations
+from workflows.reads.decisions import awaiting_decision
 from workflows.testing import run_until_idle
 
 pytestmark = pytest.mark.django_db
@@ -104,3 +107,21 @@ def test_a_bad_approval_is_refused_and_changes_nothing(model):
         handle.send("tool-approval", {"decision": "maybe", "by": "ops"})
     run_until_idle(registry)
     assert handle.info().status == "waiting"
+
+
+def test_the_pending_call_is_an_operators_decision_in_the_inspector(model):
+    handle = ask("a4")
+    (decision,) = [d for d in awaiting_decision() if d.run_id == handle.run_id]
+    assert decision.wait == "account:turn-2:approval:publish_note[0]"
+    assert [(q.queue, q.choices) for q in decision.queues] == [("tool-approval", ["Approve", "Deny"])]
+    definition = declarations.definition("accountAgent", handle.info().version)
+    reviewed = dict(declarations.reviewed(definition, "tool-approval", handle.info().state))
+    assert reviewed["pending_tool_call"]["tool"] == "publish_note"
+
+    # The decision form's Deny button: its body with the signed-in operator, sent as an audited send.
+    body = declarations.choice_body(definition, "tool-approval", "Deny", "alice")
+    operations.send(
+        handle.run_id, "tool-approval", body, registry=conf.registry(), actor="alice", reason="Deny"
+    )
+    run_until_idle(registry)
+    assert "denied by alice" in handle.info().state["answer"]
