@@ -186,7 +186,9 @@ WORKFLOWS = {
     # Dotted paths of the Registry objects the runner, API and inspector serve.
     "REGISTRIES": [
         r.strip()
-        for r in os.environ.get("WORKFLOWS_REGISTRIES", "jobs.workflows.registry").split(",")
+        for r in os.environ.get(
+            "WORKFLOWS_REGISTRIES", "jobs.workflows.registry,jobs.agent_workflow.registry"
+        ).split(",")
         if r.strip()
     ],
     # Seconds a run stays held after its runner's last heartbeat; another runner resumes it after that.

@@ -29,9 +29,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import tools
 from .streaming import EVENT_STREAM_HEADERS, completion_events, wants_stream
 
-SERVICE_ROUTES = ("extract", "summarize", "crm", "cms")
+SERVICE_ROUTES = ("extract", "summarize", "agent", "crm", "cms")  # agent: requests with tools (tools.py)
 SCRIPT_ROUTES = (*SERVICE_ROUTES, "model")
 KIND_RE = re.compile(r"^(ok|bad-json|drop|cut:\d+|hang(:\d+(\.\d+)?)?|[45]\d\d(:\d+(\.\d+)?)?)$")
 DEFAULT_HANG = 60.0  # seconds
@@ -157,7 +158,7 @@ class DemoServices:
                 return self._admin(request, path)
             if request.method == "POST" and path == "/v1/chat/completions":
                 body = self._json(request)
-                route = "extract" if _is_extract(body) else "summarize"
+                route = tools.route_of(body) or ("extract" if _is_extract(body) else "summarize")
                 return self._serve(route, request, lambda kind: self._model(route, body, kind))
             if request.method == "GET" and path == "/crm/companies":
                 return self._serve("crm", request, lambda kind: self._crm(request, kind))
@@ -213,6 +214,8 @@ class DemoServices:
         prompt = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
         if kind == "bad-json":
             content = "Sure! Here are the companies: {companies: [oops"
+        elif route == "agent":
+            return json_response(200, tools.answer(body))
         elif route == "extract":
             content = json.dumps(extract(prompt))
         else:
