@@ -76,7 +76,8 @@ async def publish_note(ctx: RunContext[AccountDeps], title: str, body: str) -> d
     return {"postId": post.get("id"), "url": post["url"]}
 
 
-durable_account_agent = DurableAgent(account_agent, name="account", tool_step=TOOL_STEP)
+# stream=True: each model turn's text goes to the run's stream "account" as it comes (the run page shows it).
+durable_account_agent = DurableAgent(account_agent, name="account", tool_step=TOOL_STEP, stream=True)
 
 
 def openai_client() -> AsyncOpenAI:

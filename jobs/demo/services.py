@@ -215,7 +215,7 @@ class DemoServices:
         if kind == "bad-json":
             content = "Sure! Here are the companies: {companies: [oops"
         elif route == "agent":
-            return json_response(200, tools.answer(body))
+            return self._answer(tools.answer(body), body, kind)
         elif route == "extract":
             content = json.dumps(extract(prompt))
         else:
@@ -225,23 +225,19 @@ class DemoServices:
             "id": f"demo-{hashlib.sha1(prompt.encode()).hexdigest()[:12]}",
             "object": "chat.completion",
             "model": body.get("model", "demo"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
             "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
+                "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
             },
-        }
-        if wants_stream(body):
-            events = completion_events(completion, body, kind, self.config.token_ms, self._release.wait)
-            return DemoResponse(200, b"", dict(EVENT_STREAM_HEADERS), stream=events)
-        return json_response(200, completion)
+        }  # fmt: skip
+        return self._answer(completion, body, kind)
+
+    def _answer(self, completion: dict[str, Any], body: dict[str, Any], kind: str) -> DemoResponse:
+        if not wants_stream(body):
+            return json_response(200, completion)
+        events = completion_events(completion, body, kind, self.config.token_ms, self._release.wait)
+        return DemoResponse(200, b"", dict(EVENT_STREAM_HEADERS), stream=events)
 
     # --- the CRM ---------------------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ def completion_events(
     wait: Callable[[float], Any] = time.sleep,
 ) -> Iterator[bytes]:
     """The events of a whole `chat.completion` (as the demo answers it unstreamed), streamed:
-    a chunk per piece of content, `token_ms` apart, a last chunk with the finish reason, the
+    a chunk per piece of content, a chunk per tool call, `token_ms` apart, a last chunk with the finish reason, the
     usage when `stream_options.include_usage` asks for it, then `[DONE]`. `kind` `bad-json`
     streams a chunk that is not JSON; `cut:<n>` stops after n pieces (StreamCut). `wait` sleeps
     between pieces (the services pass one a reset cuts short)."""
@@ -60,7 +60,7 @@ def completion_events(
     def chunk(delta: dict[str, Any], finish_reason: str | None) -> bytes:
         return event({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]})
 
-    for sent, piece in enumerate(pieces(choice["message"]["content"])):
+    for sent, piece in enumerate(pieces(choice["message"].get("content") or "")):
         if sent == cut_after:
             raise StreamCut(f"cut after {sent} pieces")
         if sent and token_ms:
@@ -68,6 +68,8 @@ def completion_events(
         yield chunk({"content": piece}, None)
     if cut_after is not None:
         raise StreamCut("cut before the end")
+    for index, call in enumerate(choice["message"].get("tool_calls") or []):  # each call whole
+        yield chunk({"tool_calls": [{"index": index, **call}]}, None)
     yield chunk({}, choice.get("finish_reason", "stop"))
     options = body.get("stream_options")
     if isinstance(options, dict) and options.get("include_usage") is True:

@@ -8,12 +8,13 @@ from collections import Counter
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from workflows import Limiter, setup, workflow
 from workflows.contrib.pydantic_ai import DurableAgent, approval_queue
 from workflows.core.exceptions import BadInput
+from workflows.core.streams import text_of
 from workflows.models import Entry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -196,3 +197,42 @@ def test_bad_options_are_refused_when_declared():
         DurableAgent(Agent(), name="a:b")
     with pytest.raises(BadInput, match=r"pydantic_ai\.Agent"):
         DurableAgent(object(), name="a")  # type: ignore[arg-type]
+
+
+def streaming_model(calls: Counter) -> FunctionModel:
+    """Streams: turn 1 a tool call, turn 2 the answer in three pieces."""
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo):
+        calls["model"] += 1
+        returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if not returns:
+            yield {0: DeltaToolCall(name="weather", json_args='{"city": "Paris"}', tool_call_id="c1")}
+        else:
+            for piece in ("It is ", "sunny ", "in Paris"):
+                yield piece
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise AssertionError("a streaming agent asks for a stream")
+
+    return FunctionModel(respond, stream_function=stream)
+
+
+async def test_a_streaming_agent_writes_each_turns_text_to_the_stream_and_records_it_whole(h):
+    calls = Counter()
+    reg = registry_for(make_agent(calls, stream="answer"), streaming_model(calls))
+    run = await h.client(reg, "agent").aget_or_create(["r-stream"])
+    await h.run(reg)
+    info = await h.store.aget_run(run.run_id)
+    assert info.status == "completed", info.error
+    assert info.result == "It is sunny in Paris"
+    chunks = [c async for c in run.stream("answer")]
+    assert [(c.step, c.seq, c.data) for c in chunks] == [
+        ("helper:turn-2:model", 0, "It is "), ("helper:turn-2:model", 1, "sunny "),
+        ("helper:turn-2:model", 2, "in Paris"),
+    ]  # fmt: skip
+    assert text_of(chunks) == info.result
+    recorded = Entry.objects.get(run_id=run.run_id, name="helper:turn-2:model").output
+    assert [p["content"] for p in recorded["parts"]] == ["It is sunny in Paris"]
+    assert calls == Counter(model=2, weather=1)
+    with pytest.raises(BadInput, match="stream name"):
+        DurableAgent(Agent(), name="a", stream="x" * 201)

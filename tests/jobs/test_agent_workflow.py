@@ -12,6 +12,7 @@ from jobs import agent_workflow
 from jobs.agent_workflow import registry
 from jobs.demo.services import DemoRequest, DemoServices
 from workflows import conf, operations
+from workflows.core.streams import text_of
 from workflows.models import Entry
 from workflows.reads import declarations
 from workflows.reads.decisions import awaiting_decision
@@ -31,7 +32,8 @@ def model(demo: DemoServices, monkeypatch) -> DemoServices:
         answer = demo.handle(
             DemoRequest(method=request.method, path=request.url.path, body=request.content, host="demo.test")
         )
-        return httpx2.Response(answer.status, headers=answer.headers, content=answer.body)
+        body = answer.body if answer.stream is None else b"".join(answer.stream)  # a streamed answer, whole
+        return httpx2.Response(answer.status, headers=answer.headers, content=body)
 
     def client() -> AsyncOpenAI:
         transport = httpx2.MockTransport(handle)
@@ -89,6 +91,10 @@ def test_the_agent_looks_up_waits_for_approval_then_publishes(model):
     ]
     turn = Entry.objects.get(run_id=handle.run_id, name="account:turn-1:model")
     assert turn.meta["gen_ai"]["provider"] == "openai" and turn.meta["usage"]["input_tokens"] > 0
+    # The agent streams (stream=True): the last turn's text came through the run's stream as well.
+    streamed = handle.chunks("account")
+    assert {c.step for c in streamed} == {"account:turn-3:model"}
+    assert text_of(streamed) == answer
 
 
 def test_a_denied_note_is_not_published_and_the_model_is_told(model):

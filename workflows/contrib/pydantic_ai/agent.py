@@ -27,6 +27,7 @@ from pydantic_ai import Agent
 from pydantic_ai.models import Model, infer_model
 
 from ...core.exceptions import BadInput
+from ...core.streams import check_name as check_stream_name
 from .approvals import APPROVAL_QUEUE
 from .model import StepModel
 from .toolset import ToolPolicy, wrap_toolsets
@@ -55,7 +56,10 @@ class DurableAgent:
     setting `timeout` or a tool's own `timeout` sets the step's timeout when the options give
     none. `approve` names tools that wait for an operator's decision on `approval_queue` (tools
     declared with `requires_approval=True` always do); with `approval_timeout` (seconds) a call
-    nobody decides on in time is refused.
+    nobody decides on in time is refused. `stream` (a name, or True for the agent's name) writes
+    each model turn's text to that stream of the run as the model writes it (`step.stream`;
+    readers: `handle.stream(name)`, Server-Sent Events, the run page); the recorded responses
+    stay whole.
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class DurableAgent:
         approve: Iterable[str] = (),
         approval_queue: str = APPROVAL_QUEUE,
         approval_timeout: float | None = None,
+        stream: str | bool | None = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise BadInput(f"DurableAgent wraps a pydantic_ai.Agent, not {type(agent).__name__}")
@@ -84,6 +89,9 @@ class DurableAgent:
         self.approve = frozenset(approve)
         self.approval_queue = approval_queue
         self.approval_timeout = approval_timeout
+        self.stream = name if stream is True else (stream or None)
+        if self.stream is not None:
+            check_stream_name(self.stream)
 
     async def run(
         self,
@@ -98,15 +106,19 @@ class DurableAgent:
         pydantic-ai's `AgentRunResult`. `name` replaces the agent's name for this run's entries
         (two runs of one agent in one workflow need two names). Other keyword arguments
         (`deps`, `message_history`, `model_settings`, `usage_limits`, `output_type`, ...) go to
-        `Agent.run` unchanged; `event_stream_handler` is refused (nothing is streamed)."""
+        `Agent.run` unchanged; `event_stream_handler` is refused (stream to readers with
+        `DurableAgent(..., stream=...)`)."""
         if kwargs.get("event_stream_handler") is not None:
-            raise BadInput("a durable agent does not stream: drop event_stream_handler")
+            raise BadInput(
+                "a durable agent takes no event_stream_handler: DurableAgent(..., stream=name) writes"
+                " each model turn's text to the run's stream `name`"
+            )
         turns = Turns(name or self.name)
         agent = self.agent
         chosen = model if model is not None else agent.model
         if chosen is None:
             raise BadInput(f"agent {turns.name!r} has no model: give Agent(model) or run(..., model=)")
-        step_model = StepModel(infer_model(chosen), turns, ctx.step, self.model_step)
+        step_model = StepModel(infer_model(chosen), turns, ctx.step, self.model_step, self.stream)
         policy = ToolPolicy(
             ctx=ctx,
             turns=turns,

@@ -5,17 +5,27 @@
 response as JSON (pydantic-ai's `ModelMessagesTypeAdapter`), with its token usage in
 `step.meta["usage"]` and the model names in `step.meta["gen_ai"]`, where the token metrics, the
 traces and `Limiter(tokens_per_minute=)` read them; on replay it returns the recorded response and
-the model is not called.
+the model is not called. With a stream (`DurableAgent(..., stream="name")`) the step asks the
+model for a streamed response and writes its text to the run's stream `name` as it comes; the
+step still records the whole response, so a replay is the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+)
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
@@ -80,14 +90,41 @@ def model_failure(exc: ModelHTTPError) -> Exception:
     return exc
 
 
+async def streamed_request(
+    model: Model,
+    messages: list[ModelMessage],
+    model_settings: ModelSettings | None,
+    parameters: ModelRequestParameters,
+    write: Callable[[str], Awaitable[None]],
+) -> ModelResponse:
+    """Ask `model` for a streamed response, write its text to the step's stream as it comes
+    (`write`), and return the whole response (what the step records)."""
+    async with model.request_stream(messages, model_settings, parameters) as streamed:
+        async for event in streamed:
+            if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart) and event.part.content:
+                await write(event.part.content)
+            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                if event.delta.content_delta:
+                    await write(event.delta.content_delta)
+        return streamed.get()
+
+
 class StepModel(WrapperModel):
     """The agent's model for one durable run: `request` is a recorded step (see the module)."""
 
-    def __init__(self, wrapped: Model, turns: Turns, step: Callable[..., Any], options: dict[str, Any]):
+    def __init__(
+        self,
+        wrapped: Model,
+        turns: Turns,
+        step: Callable[..., Any],
+        options: dict[str, Any],
+        stream: str | None = None,
+    ):
         super().__init__(wrapped)
         self._turns = turns
         self._step = step  # ctx.step of the run
         self._options = options
+        self._stream = stream  # the run's stream each turn's text goes to as it comes, if any
 
     async def request(
         self,
@@ -98,9 +135,17 @@ class StepModel(WrapperModel):
         name = self._turns.next_turn()
         wrapped = self.wrapped
 
+        stream = self._stream
+
         async def call_model(step: Any) -> dict[str, Any]:
             try:
-                response = await wrapped.request(messages, model_settings, model_request_parameters)
+                if stream is None:
+                    response = await wrapped.request(messages, model_settings, model_request_parameters)
+                else:
+                    writer = step.stream(stream)
+                    response = await streamed_request(
+                        wrapped, messages, model_settings, model_request_parameters, writer.write
+                    )
             except ModelHTTPError as exc:
                 raise model_failure(exc) from exc
             step.meta["usage"] = usage_meta(response)
