@@ -55,8 +55,9 @@ class Processes:
         self.procs.append((name, proc))
         return proc
 
-    def daphne(self) -> str:
-        port = free_port()
+    def daphne(self, port: int | None = None) -> str:
+        """Start daphne (on `port`, or a free one) and wait until it serves; returns its base URL."""
+        port = port or free_port()
         proc = self.start(
             "daphne",
             sys.executable,

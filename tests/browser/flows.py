@@ -105,9 +105,33 @@ async def booking_run(ctx):
     await ctx.queue.next("wait-confirm", names=["confirm"])
 
 
+async def writer_run(ctx):
+    """A step that streams: its first attempt writes "Par", "tial " and fails while the flag
+    `write-fails` exists (it removes it); the retry writes "Hello ", holds while `write-hold`
+    exists, then writes "world"."""
+
+    async def write(step):
+        failing = _flag("write-fails")
+        if failing.exists():
+            for piece in ("Par", "tial "):
+                await step.stream.write(piece)
+            failing.unlink()
+            raise RuntimeError("the model hung up mid-stream")
+        await step.stream.write("Hello ")
+        for _ in range(1200):  # at most a minute: the test removes the flag long before
+            if not _flag("write-hold").exists():
+                break
+            await asyncio.sleep(0.05)
+        await step.stream.write("world")
+        return "Hello world"
+
+    return await ctx.step("write", write, retry_backoff_base=0.01, timeout=90)
+
+
 registry = setup(
     use={
         "booking": workflow(booking_run, queues={"confirm": queue()}, version="2026.1"),
+        "writer": workflow(writer_run, version="2026.1"),
         "approval": workflow(
             approval_run, state=lambda: {"stage": "queued", "title": None},
             queues={"approve": queue(choices={"Approve": {"by": OPERATOR}})},
