@@ -3,13 +3,17 @@ a cursor (so nothing is missed across processes or restarts), drawn with a progr
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
 import time
+from collections.abc import Iterator
 from typing import TextIO
 
 from workflows import LOST_EVENTS, TERMINAL, RunHandle, RunRecord
+from workflows.core.records import EventRecord
+from workflows.core.streams import ChunkRecord
 
 STAGE_ORDER = ("queued", "extracting", "enriching", "summarizing", "publishing", "published")
 BAR_WIDTH = 20
@@ -91,23 +95,19 @@ class BriefStream:
     """The summarize step's stream, printed as the model writes it. A terminal cannot take back
     what it printed: a retry's new attempt is announced and printed after the partial one."""
 
-    def __init__(self, handle: RunHandle, out: TextIO) -> None:
-        self.handle = handle
+    def __init__(self, out: TextIO) -> None:
         self.out = out
         self.cursor = 0
         self.mid_line = False
 
-    def write_new(self) -> bool:
-        chunks = self.handle.chunks(BRIEF_STREAM, after=self.cursor)
-        for chunk in chunks:
-            self.cursor = chunk.id
-            if chunk.seq == 0:
-                self.end_line()
-                if chunk.attempt > 1:
-                    self.out.write(f"  (attempt {chunk.attempt} writes the brief again)\n")
-            self.out.write(chunk.data if isinstance(chunk.data, str) else json.dumps(chunk.data))
-            self.mid_line = True
-        return bool(chunks)
+    def write(self, chunk: ChunkRecord) -> None:
+        self.cursor = chunk.id
+        if chunk.seq == 0:
+            self.end_line()
+            if chunk.attempt > 1:
+                self.out.write(f"  (attempt {chunk.attempt} writes the brief again)\n")
+        self.out.write(chunk.data if isinstance(chunk.data, str) else json.dumps(chunk.data))
+        self.mid_line = True
 
     def end_line(self) -> None:
         if self.mid_line:
@@ -115,15 +115,46 @@ class BriefStream:
             self.mid_line = False
 
 
+def print_event(event: EventRecord, out: TextIO) -> None:
+    if event.lost:  # from an attempt a crash cut off: the step ran again
+        return
+    if event.name == LOST_EVENTS:  # lines already printed came from a cut-off attempt
+        steps = ", ".join(sorted({a["step"] for a in event.payload.get("attempts", [])}))
+        out.write(f"  (cut off by a crash or a database failure: {steps} runs again)\n")
+    elif event.name == "progress" and isinstance(event.payload, dict):
+        out.write(progress_line(event.payload.get("stage", "?"), event.payload.get("detail")) + "\n")
+
+
+@contextlib.contextmanager
+def raw_lines(out: TextIO) -> Iterator[None]:
+    """Django's command output (OutputWrapper) ends every write with a newline unless the text
+    has one: the brief is written a piece at a time, so not while following (every line written
+    here ends with its own)."""
+    ending = getattr(out, "ending", None)
+    if ending is None:
+        yield
+        return
+    out.ending = ""  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        out.ending = ending  # type: ignore[attr-defined]
+
+
 def follow(handle: RunHandle, out: TextIO, *, timeout: float | None = None, poll: float = POLL) -> RunRecord:
-    """Print the job's progress until its run finishes; returns the finished run. Says so when
-    no live runner can take it."""
+    """Print the job's progress, and the brief as the model writes it, until its run finishes;
+    returns the finished run. Says so when no live runner can take it."""
+    with raw_lines(out):
+        return _follow(handle, out, timeout, poll)
+
+
+def _follow(handle: RunHandle, out: TextIO, timeout: float | None, poll: float) -> RunRecord:
     deadline = None if timeout is None else time.monotonic() + timeout
     run = handle.info()
     out.write(progress_line(run.state.get("stage", "queued"), None) + "\n")
     out.flush()
     cursor = 0
-    brief = BriefStream(handle, out)
+    brief = BriefStream(out)
     runners = RunnerWatch(handle, out)
     last_moved: dt.datetime | None = None  # the last event's time: when the job last made progress
     while True:
@@ -131,28 +162,27 @@ def follow(handle: RunHandle, out: TextIO, *, timeout: float | None = None, poll
         # printed before we stop.
         run = handle.info()
         events = handle.events(after=cursor)
-        if events:
-            brief.end_line()
-        for event in events:
-            cursor = event.id
-            last_moved = event.created_at
-            if event.lost:  # from an attempt a crash cut off: the step ran again
+        chunks = handle.chunks(BRIEF_STREAM, after=brief.cursor)
+        # In the order they were stored: a step's progress line, then its brief, then the next's.
+        for _at, _kind, item in sorted(
+            [(e.created_at, 0, e) for e in events] + [(c.created_at, 1, c) for c in chunks],
+            key=lambda row: (row[0], row[1], row[2].id),
+        ):
+            if isinstance(item, ChunkRecord):
+                brief.write(item)
                 continue
-            if event.name == LOST_EVENTS:  # lines already printed came from a cut-off attempt
-                steps = ", ".join(sorted({a["step"] for a in event.payload.get("attempts", [])}))
-                out.write(f"  (cut off by a crash or a database failure: {steps} runs again)\n")
-            elif event.name == "progress" and isinstance(event.payload, dict):
-                out.write(progress_line(event.payload.get("stage", "?"), event.payload.get("detail")) + "\n")
-        written = brief.write_new()
+            cursor, last_moved = item.id, item.created_at
+            brief.end_line()
+            print_event(item, out)
         runners.check(run, last_moved)
         out.flush()
-        if run.status in TERMINAL and not events and not written:
+        if run.status in TERMINAL and not events and not chunks:
             brief.end_line()
             out.flush()
             return run
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"job still {run.status} ({run.state.get('stage')}) after {timeout:g}s")
-        if not events and not written:
+        if not events and not chunks:
             time.sleep(poll)
 
 

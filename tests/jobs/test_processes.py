@@ -150,6 +150,10 @@ def test_jobs_submit_follow__prints_stages_retries_and_the_final_state(demo, sta
     assert "final state:" in text and '"stage": "published"' in text
 
     job_id = lines[0].split()[1]
+    # The brief, as the model wrote it, between the summarizing and the publishing lines.
+    summary = Run.objects.get(id=lines[0].split()[3]).state["summary"]
+    written = text.split("summarizing", 1)[1].split("\n[", 1)[0]
+    assert summary and summary in written, written
     status = io.StringIO()
     call_command("jobs", "status", job_id, stdout=status)
     assert f"job {job_id}" in status.getvalue() and "status completed  stage published" in status.getvalue()
