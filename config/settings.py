@@ -1,7 +1,9 @@
 """Project settings, read from environment variables (all listed in docs/configuration.md)."""
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -176,6 +178,17 @@ else:
 _lease_seconds = float(os.environ.get("WORKFLOWS_LEASE_SECONDS", "30"))
 
 
+def _json_setting(name: str, default: Any) -> Any:
+    """A setting given as JSON in an environment variable (unset or empty: `default`)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None
+
+
 def _optional_number(name: str, default: str = "") -> float | None:
     """An environment variable as a number; empty or "none" means None (keep forever, no limit)."""
     raw = os.environ.get(name, default).strip()
@@ -222,6 +235,9 @@ WORKFLOWS = {
     "PRUNE_BATCH": int(os.environ.get("WORKFLOWS_PRUNE_BATCH", "100")),
     # The largest recorded value (step input or output, state, message body...), as JSON bytes.
     "MAX_VALUE_BYTES": int(os.environ.get("WORKFLOWS_MAX_VALUE_BYTES", str(1024 * 1024))),
+    # Model prices, USD per million tokens, by model name: cost on the run page and the dashboard,
+    # e.g. WORKFLOWS_MODEL_PRICES='{"gpt-4o-mini": {"input": 0.15, "output": 0.6}}'.
+    "MODEL_PRICES": _json_setting("WORKFLOWS_MODEL_PRICES", {}),
     # GET /metrics requires `Authorization: Bearer <token>` when set; open otherwise.
     "METRICS_TOKEN": os.environ.get("METRICS_TOKEN") or None,
     # The alias the dashboard, the admin's lists and GET /api/runs read (READ_DATABASE_URL above).
