@@ -6,8 +6,9 @@ chunk as JSON (`{"id", "stream", "step", "attempt", "seq", "data"}`, masked like
 chunk with `seq` 0 starts its step's text over). Once the run has finished and every chunk was
 sent, `event: end` (`data: {"status": ...}`) and the response ends: an EventSource should close
 then, or it reconnects. A comment line every `KEEPALIVE` seconds keeps idle proxies from cutting
-the connection. The response reads the database every `POLL` seconds while it waits (a chunk is
-stored at most 50 ms after it was written, so a reader lags by about that plus the poll).
+the connection. The response reads the database every `POLL` seconds while chunks come, less
+often (up to `POLL_MAX`) while none does; a chunk is stored at most 50 ms after it was written,
+so a reader lags by about that plus the poll.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from ..masking import mask
 from ..models import Run, StreamChunk
 from ..storage.django.rows import chunks_after
 
-POLL = 0.2  # seconds between reads while the reader is caught up
+POLL = 0.2  # seconds between reads while chunks come ...
+POLL_MAX = 1.0  # ... growing to this while none does
 KEEPALIVE = 15.0  # seconds between comment lines on an idle stream
 BATCH = 500  # chunks per read while catching up
 
@@ -70,6 +72,7 @@ async def sse_events(run_id: str, name: str | None, after: int) -> AsyncIterator
     read = sync_to_async(chunks_after)
     status_of = sync_to_async(_status)
     quiet_since = time.monotonic()
+    idle = 0  # reads in a row that found nothing: the wait between reads grows to POLL_MAX
     yield b"retry: 1000\n\n"
     while True:
         status = await status_of(run_id)  # read before the chunks: none can follow a finished run's
@@ -80,14 +83,15 @@ async def sse_events(run_id: str, name: str | None, after: int) -> AsyncIterator
         if len(chunks) == BATCH:
             continue
         if chunks:
-            quiet_since = time.monotonic()
+            quiet_since, idle = time.monotonic(), 0
         if status is None or status in TERMINAL:
             yield b"event: end\ndata: " + json.dumps({"status": status}).encode() + b"\n\n"
             return
         if time.monotonic() - quiet_since >= KEEPALIVE:
             yield b": keepalive\n\n"
             quiet_since = time.monotonic()
-        await asyncio.sleep(POLL)
+        await asyncio.sleep(min(POLL * 2**idle, POLL_MAX))
+        idle = min(idle + 1, 8)
 
 
 def encode(chunk: ChunkRecord) -> bytes:
