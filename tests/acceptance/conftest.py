@@ -93,3 +93,14 @@ def runners(transactional_db, tmp_path):
     group = Runners(tmp_path)
     yield group
     group.stop_all()
+
+
+@pytest.fixture
+def stream_runners(runners, monkeypatch):
+    """Runners serving the streaming workflows of tests/acceptance/stream_flows.py."""
+    monkeypatch.setattr(
+        runners,
+        "env",
+        lambda env=runners.env: {**env(), "WORKFLOWS_REGISTRIES": "tests.acceptance.stream_flows.registry"},
+    )
+    return runners

@@ -21,7 +21,7 @@ from tests.support import wait_for
 from workflows.core.retention import Retention
 from workflows.engine.registry import setup
 from workflows.engine.runner import Runner
-from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run
+from workflows.models import Attempt, AuditEntry, Entry, Event, Message, Run, StreamChunk
 from workflows.storage.django import DjangoStore
 from workflows.storage.django.prune import LOCK_KEY, prune, prune_in_own_thread
 
@@ -35,8 +35,8 @@ RETENTION_SETTING = {"completed": 30, "cancelled": 30, "failed": 90, "audited": 
 def make_run(
     status: str, *, finished_days_ago: float | None = None, audited_days_ago: float | None = None
 ) -> Run:
-    """A run with two entries, an attempt each, a consumed message, an event and (optionally) an
-    audit entry, created 1 day before it finished."""
+    """A run with two entries, an attempt each, a consumed message, an event, two chunks of a
+    stream and (optionally) an audit entry, created 1 day before it finished."""
     now = timezone.now()
     finished = None if finished_days_ago is None else now - finished_days_ago * DAY
     created = (finished or now) - DAY
@@ -60,6 +60,10 @@ def make_run(
         run=run, queue="q", body={"hello": 1}, sent_at=created, consumed_at=created, consumed_by=entry
     )
     Event.objects.create(run=run, name="progress", payload={"stage": "x"}, created_at=created)
+    for seq, text in enumerate(["Hel", "lo"]):
+        StreamChunk.objects.create(
+            run=run, stream="step", data=text, created_at=created, step="step", attempt=1, seq=seq
+        )
     if audited_days_ago is not None:
         AuditEntry.objects.create(
             run=run, action="replay", actor="ops", reason="fix", created_at=now - audited_days_ago * DAY
@@ -73,6 +77,7 @@ def children(run_ids) -> dict[str, int]:
         "attempts": Attempt.objects.filter(entry__run_id__in=run_ids).count(),
         "messages": Message.objects.filter(run_id__in=run_ids).count(),
         "events": Event.objects.filter(run_id__in=run_ids).count(),
+        "chunks": StreamChunk.objects.filter(run_id__in=run_ids).count(),
         "audit": AuditEntry.objects.filter(run_id__in=run_ids).count(),
     }
 
@@ -124,7 +129,14 @@ def test_prune__deletes_exactly_the_due_runs_and_everything_of_theirs_in_batches
     report = prune(POLICY, batch_size=2)
 
     assert set(Run.objects.values_list("id", flat=True)) == set(kept_ids)
-    assert children(due_ids) == {"entries": 0, "attempts": 0, "messages": 0, "events": 0, "audit": 0}
+    assert children(due_ids) == {
+        "entries": 0,
+        "attempts": 0,
+        "messages": 0,
+        "events": 0,
+        "chunks": 0,
+        "audit": 0,
+    }
     assert children(kept_ids) == kept_before
     assert report.runs == {"completed": 4, "cancelled": 1, "failed": 1}
     # completed: 2 + 2, failed: 1, cancelled: 1 (a short batch ends a status)
@@ -133,6 +145,7 @@ def test_prune__deletes_exactly_the_due_runs_and_everything_of_theirs_in_batches
         "workflows_attempt": 12,
         "workflows_message": 6,
         "workflows_event": 6,
+        "workflows_streamchunk": 12,
         "workflows_auditentry": 1,
         "workflows_entry": 12,
         "workflows_run": 6,
@@ -148,11 +161,15 @@ def test_prune__oldest_first_and_max_batches_stops(runs):
 
 
 def test_prune__dry_run_counts_and_deletes_nothing(runs):
-    before = Run.objects.count(), Entry.objects.count(), Attempt.objects.count()
+    def counts():
+        return [model.objects.count() for model in (Run, Entry, Attempt, StreamChunk)]
+
+    before = counts()
     report = prune(POLICY, dry_run=True)
-    assert (Run.objects.count(), Entry.objects.count(), Attempt.objects.count()) == before
+    assert counts() == before
     assert report.runs == {"completed": 4, "cancelled": 1, "failed": 1}
     assert report.rows["workflows_entry"] == 12 and report.rows["workflows_auditentry"] == 1
+    assert report.rows["workflows_streamchunk"] == 12
     assert report.lines()[0] == "would delete 6 run(s): 4 completed, 1 failed, 1 cancelled"
 
 
@@ -180,6 +197,7 @@ def test_command__dry_run_prints_what_it_would_delete_then_prune_deletes(runs, s
     text = out.getvalue()
     assert "failed runs are kept 90 days" in text
     assert "would delete 6 run(s): 4 completed, 1 failed, 1 cancelled" in text
+    assert "workflows_streamchunk 12" in text
     assert str(runs["failed-old"].id).replace("-", "") in text.replace("-", "")
     assert Run.objects.count() == 12
 
@@ -187,6 +205,9 @@ def test_command__dry_run_prints_what_it_would_delete_then_prune_deletes(runs, s
     call_command("prune", "--batch", "5", stdout=out)
     assert "deleted 6 run(s)" in out.getvalue()
     assert Run.objects.count() == 6
+    kept = set(Run.objects.values_list("id", flat=True))
+    assert set(StreamChunk.objects.values_list("run_id", flat=True)) == kept  # the others' chunks stay
+    assert StreamChunk.objects.count() == 12
 
 
 def test_command__a_bad_policy_is_refused(settings):

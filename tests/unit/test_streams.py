@@ -6,12 +6,14 @@ tests/acceptance/test_stream_crash.py."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from workflows import queue, setup, workflow
 from workflows.core import streams as core_streams
 from workflows.core.streams import StreamClosed, latest_attempts, text_of
-from workflows.models import StreamChunk
+from workflows.models import Entry, StreamChunk
 
 
 def _chunks(run_id: str, stream: str = "write"):
@@ -67,6 +69,29 @@ async def test_a_retry_starts_the_steps_text_over_and_readers_keep_the_latest_at
     assert [c.id for c in chunks] == [r.id for r in rows]
     later = [c async for c in handle.stream("write", after=rows[1].id)]
     assert [c.data for c in later] == ["whole", " text"]
+
+
+async def test_a_steps_first_stored_chunk_is_stored_after_the_step_is_marked_running(h):
+    """So a crash after it records the attempt as lost and the rerun streams as the next attempt
+    (tests/acceptance/test_stream_crash.py), however soon after the step's start it came."""
+    seen: list[str] = []
+
+    async def write(step):
+        await step.stream("typing", ephemeral=True).write("...")  # stores nothing: marks nothing
+        await step.stream.write("first")
+        chunks = StreamChunk.objects.filter(run_id=step.run_id, stream="write")
+        deadline = asyncio.get_running_loop().time() + 10
+        while not chunks.exists():  # the harness's reads: on the loop's thread, the test's connection
+            assert asyncio.get_running_loop().time() < deadline, "the chunk was never stored"
+            await asyncio.sleep(0.01)
+        seen.extend(Entry.objects.filter(run_id=step.run_id, name="write").values_list("status", flat=True))
+        return "ok"
+
+    reg = _one_step(write)
+    handle = await h.client(reg, "wf").aget_or_create(["k"])
+    await h.run(reg)
+    assert (await handle.ainfo()).status == "completed"
+    assert seen == ["running"]
 
 
 async def test_a_step_replayed_from_its_record_does_not_stream_again(h):

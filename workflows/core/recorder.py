@@ -116,8 +116,9 @@ class StepRecorder(Recorder, Protocol):
 
     def broadcast_live(self, event: str, payload: Any, origin: EventOrigin) -> None: ...
 
-    def open_stream(self, origin: EventOrigin, name: str) -> Any:
-        """`step.stream`: a writer of the stream `name` for the attempt `origin` names."""
+    def open_stream(self, origin: EventOrigin, name: str, *, stored: Callable[[], None] | None = None) -> Any:
+        """`step.stream`: a writer of the stream `name` for the attempt `origin` names; `stored`
+        is called before the attempt's first stored chunk is queued."""
         ...
 
     def validate_event(self, event: str, payload: Any) -> Any: ...

@@ -5,12 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .jsonvalue import check_text
-
-if TYPE_CHECKING:
-    from .streams import StreamChunk
 
 
 class RunStatus(StrEnum):
@@ -214,6 +211,19 @@ class EventOrigin:
     scope: str
     step: str
     attempt: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamChunk:
+    """One write to a stream (`workflows.core.streams`), on its way to the store with a commit
+    (or, `ephemeral`, to the commit hooks only: connected readers)."""
+
+    stream: str
+    data: Any  # JSON-normalized
+    origin: EventOrigin
+    seq: int
+    size: int  # bytes of its JSON text: what the batching and the limits count
+    ephemeral: bool = False
 
 
 # --- What the engine asks a store to write, in one transaction -----------------------------------

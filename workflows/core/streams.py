@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .exceptions import BadInput
-from .records import EventOrigin
+from .records import StreamChunk as StreamChunk  # defined with the commit that carries it
 
 MAX_NAME = 200  # characters, as a step's name
 DEFAULT_MAX_STREAM_BYTES = 16 * 1024 * 1024
@@ -29,18 +29,6 @@ DEFAULT_MAX_STREAM_BYTES = 16 * 1024 * 1024
 class StreamClosed(BadInput):
     """A write after the step attempt that owned the stream ended (a reference kept past the
     step, a sync body still running after its timeout): nothing is stored."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class StreamChunk:
-    """One write to a stream, on its way to the store (or, `ephemeral`, to connected readers only)."""
-
-    stream: str
-    data: Any  # JSON-normalized
-    origin: EventOrigin
-    seq: int
-    size: int  # bytes of its JSON text: what the batching and the limits count
-    ephemeral: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -309,8 +309,10 @@ class Execution(RunBody):
     def broadcast_live(self, event: str, payload: Any, origin: EventOrigin) -> None:
         self.pipeline.broadcast_live(event, self.validate_event(event, payload), origin)
 
-    def open_stream(self, origin: EventOrigin, name: str) -> StreamWriter:
-        return StreamWriter(self.pipeline.streams, origin, name)
+    def open_stream(
+        self, origin: EventOrigin, name: str, *, stored: Callable[[], None] | None = None
+    ) -> StreamWriter:
+        return StreamWriter(self.pipeline.streams, origin, name, stored=stored)
 
     # --- what the primitives ask of the store ---------------------------------------------------
 

@@ -9,7 +9,7 @@ the first entry that would have to run (its frontier). No step body runs, nothin
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -93,7 +93,9 @@ class DryRun(RunBody):
     def broadcast_live(self, event: str, payload: Any, origin: EventOrigin) -> None:
         self.validate_event(event, payload)
 
-    def open_stream(self, origin: EventOrigin, name: str) -> NoReturn:
+    def open_stream(
+        self, origin: EventOrigin, name: str, *, stored: Callable[[], None] | None = None
+    ) -> NoReturn:
         raise self._frontier(f"stream {name!r}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.idempotency import step_idempotency_key
@@ -32,6 +33,7 @@ class StepContext:
         self.messages: list[OutgoingMessage] = []
         self.queue = StepQueue(execution, self.messages)
         self._stream: StreamWriter | None = None  # opened on first use: most steps stream nothing
+        self.mark_running: Callable[[], None] | None = None  # before its first stored chunk (steps.py)
 
     @property
     def state(self) -> dict[str, Any]:
@@ -71,7 +73,7 @@ class StepContext:
         `await step.stream.write(chunk)`; `step.stream("name", ephemeral=True)` for another."""
         if self._stream is None:
             origin = EventOrigin(scope=self.scope, step=self.name, attempt=self.attempt)
-            self._stream = self._ex.open_stream(origin, self.name)
+            self._stream = self._ex.open_stream(origin, self.name, stored=self.mark_running)
         return self._stream
 
     def close_streams(self) -> None:

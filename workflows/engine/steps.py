@@ -142,6 +142,7 @@ async def _attempt(
             status=EntryStatus.RUNNING, input=input, started_at=first_started, attempts=attempt - 1,
         ),
     )  # fmt: skip
+    step_ctx.mark_running = marker.now  # a stored chunk of a cut-off attempt counts it as lost
     try:
         output = await call_with_timeout(fn, step_ctx, timeout, ex.sync_step_runner)
         output = normalize(output, f"the output of step {name!r}")
@@ -313,6 +314,14 @@ class RunningMarker:
 
     def _start(self) -> None:
         self._task = asyncio.create_task(self._mark())
+
+    def now(self) -> None:
+        """Mark it at once, before the step's first stored stream chunk: chunks of an attempt a
+        crash then cuts off belong to an attempt the store records as lost, so the rerun writes
+        its own as the next attempt. Commits go in order: the mark is stored before the chunks."""
+        if self._task is None and not self._timer.cancelled():
+            self._timer.cancel()
+            self._start()
 
     async def _mark(self) -> int | None:
         try:

@@ -51,10 +51,14 @@ class StreamBatcher:
 
     def add(self, chunk: StreamChunk) -> None:
         """Queue a chunk (from the loop's thread or, for a sync step, its worker thread)."""
+        self.in_loop(self._add, chunk)
+
+    def in_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        """Call `fn(*args)` in the loop's thread: now from it, else soon, in the order asked."""
         if threading.get_ident() == self._loop_thread:
-            self._add(chunk)
+            fn(*args)
         else:
-            self._loop.call_soon_threadsafe(self._add, chunk)
+            self._loop.call_soon_threadsafe(fn, *args)
 
     def _add(self, chunk: StreamChunk) -> None:
         if chunk.ephemeral:
@@ -88,15 +92,26 @@ class StreamBatcher:
 
 
 class StreamWriter:
-    """One stream of one step attempt. `step.stream` is the step's own; call it for another."""
+    """One stream of one step attempt. `step.stream` is the step's own; call it for another.
+
+    `stored` is called (in the loop's thread) before the attempt's first stored chunk is queued:
+    the step marks itself `running` there, so a crash after a chunk was stored records the attempt
+    as lost, and the rerun writes its chunks as the next attempt, not as the same one again."""
 
     def __init__(
-        self, batcher: StreamBatcher, origin: EventOrigin, name: str, *, ephemeral: bool = False
+        self,
+        batcher: StreamBatcher,
+        origin: EventOrigin,
+        name: str,
+        *,
+        ephemeral: bool = False,
+        stored: Callable[[], None] | None = None,
     ) -> None:
         self._batcher = batcher
         self._origin = origin
         self.name = check_name(name)
         self.ephemeral = ephemeral
+        self._stored = None if ephemeral else stored
         self._seq = 0
         self._bytes = 0
         self._closed = False
@@ -109,7 +124,9 @@ class StreamWriter:
             return self
         key = (name, ephemeral)
         if key not in self._others:
-            self._others[key] = StreamWriter(self._batcher, self._origin, name, ephemeral=ephemeral)
+            self._others[key] = StreamWriter(
+                self._batcher, self._origin, name, ephemeral=ephemeral, stored=self._stored
+            )
         return self._others[key]
 
     async def write(self, chunk: Any) -> None:
@@ -136,6 +153,9 @@ class StreamWriter:
             )
         self._bytes += size
         data = chunk if isinstance(chunk, str) else json.loads(text)  # as a reader will see it
+        if self._stored is not None:
+            self._batcher.in_loop(self._stored)
+            self._stored = None
         self._batcher.add(
             StreamChunk(
                 stream=self.name, data=data, origin=self._origin, seq=self._seq, size=size,
