@@ -65,7 +65,7 @@ class PublishedBrief(models.Model):
     (`ctx.transaction`): in the transaction that records the step, so a job has this row exactly
     when its history says the publication was recorded, whatever crashes between."""
 
-    job_id = models.UUIDField(db_index=True)
+    job_id = models.CharField(max_length=255, db_index=True, help_text="The run's key (a job id).")
     run_id = models.CharField(max_length=64)
     url = models.CharField(max_length=2048)
     title = models.CharField(max_length=500)

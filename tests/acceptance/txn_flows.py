@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-import uuid
 
 from jobs.models import PublishedBrief
 from workflows import setup, workflow
@@ -16,7 +15,7 @@ from .flows import _dir, log
 def record_then_block(step):
     """Writes its row, says so in the ledger, then waits for 'release' with the row uncommitted."""
     PublishedBrief.objects.create(
-        job_id=uuid.UUID(int=1), run_id=step.run_id, url="https://cms.example/briefs/1", title="t",
+        job_id=step.key[0], run_id=step.run_id, url="https://cms.example/briefs/1", title="t",
         published_at=dt.datetime.now(dt.UTC), step_key=step.idempotency_key,
     )  # fmt: skip
     log(step.key[0], f"{step.name}:start")

@@ -4,7 +4,6 @@ writes and the step's record commit together or not at all, and a recorded one n
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 
 import pytest
 from django.db import connections
@@ -14,8 +13,6 @@ from workflows import CriticalError, queue, setup, workflow
 from workflows.core.exceptions import BadInput
 from workflows.engine.execution import Execution
 from workflows.models import Message
-
-JOB = uuid.UUID(int=7)
 
 
 def one(fn, **kw):
@@ -27,7 +24,7 @@ def record(url: str):
 
     def fn(step):
         row = PublishedBrief.objects.create(
-            job_id=JOB, run_id=step.run_id, url=url, title="t",
+            job_id=step.key[0], run_id=step.run_id, url=url, title="t",
             published_at=dt.datetime.now(dt.UTC), step_key=f"{step.idempotency_key}",
         )  # fmt: skip
         return {"row": row.id, "attempt": step.attempt}
@@ -196,7 +193,7 @@ async def test_a_query_on_another_database_fails_the_step(h, other_alias):
     def elsewhere(step):
         record("https://cms/e")(step)
         PublishedBrief.objects.using(other_alias).create(
-            job_id=JOB, run_id="r", url="u", title="t", published_at=dt.datetime.now(dt.UTC), step_key="x"
+            job_id="k", run_id="r", url="u", title="t", published_at=dt.datetime.now(dt.UTC), step_key="x"
         )
 
     async def body(ctx):
