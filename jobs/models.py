@@ -58,3 +58,24 @@ class JobOwner(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.job_id} of API key {self.api_key_id}"
+
+
+class PublishedBrief(models.Model):
+    """A brief the example job published, written by its `record-publication` transaction step
+    (`ctx.transaction`): in the transaction that records the step, so a job has this row exactly
+    when its history says the publication was recorded, whatever crashes between."""
+
+    job_id = models.CharField(max_length=255, db_index=True, help_text="The run's key (a job id).")
+    run_id = models.CharField(max_length=64)
+    url = models.CharField(max_length=2048)
+    title = models.CharField(max_length=500)
+    published_at = models.DateTimeField()
+    # The step's idempotency key: one row per recorded step (an operator's replay of the step
+    # records another, under a new key).
+    step_key = models.CharField(max_length=255, unique=True)
+
+    class Meta:
+        verbose_name = "published brief"
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: {self.url}"

@@ -24,9 +24,8 @@ def stage_of(step_name: str) -> str:
     """The stage a step of aiJob or reviewedBrief works in ("failed" for a step of none)."""
     if step_name.startswith("enrich-"):
         return "enriching"
-    return {"extract": "extracting", "summarize": "summarizing", "publish": "publishing"}.get(
-        step_name, "failed"
-    )
+    stages = {"extract": "extracting", "summarize": "summarizing", "publish": "publishing"}
+    return {**stages, "record-publication": "published"}.get(step_name, "failed")
 
 
 def jobs_now(runs: Sequence[Any]) -> dict[str, JobNow]:

@@ -78,7 +78,15 @@ async def ai_job_run(ctx) -> dict[str, Any]:
     start = await ctx.queue.next("wait-start", names=["start"])
     job = start.body
     summary = await write_brief(ctx, job)
-    return await ctx.step("publish", partial(publish, body=summary), input=job["title"], **SERVICE_STEP)
+    return await publish_and_record(ctx, job, summary)
+
+
+async def publish_and_record(ctx, job: dict[str, Any], summary: str) -> dict[str, Any]:
+    """publish -> record-publication: the post, then its row in the `jobs` table (PublishedBrief),
+    written in the transaction that records the step, so exactly once per published brief."""
+    post = await ctx.step("publish", partial(publish, body=summary), input=job["title"], **SERVICE_STEP)
+    await ctx.transaction("record-publication", record_publication, input={"title": job["title"], **post})
+    return post
 
 
 async def write_brief(ctx, job: dict[str, Any]) -> str:
@@ -161,6 +169,21 @@ async def publish(step, *, body: str) -> dict[str, Any]:
     return {"postId": post.get("id"), "url": post["url"]}
 
 
+def record_publication(step) -> dict[str, Any]:
+    """Sync ORM code run by `ctx.transaction`: the row commits with the step's record or not at
+    all, and a recorded step never runs again, so a crash cannot leave a published brief twice
+    in the table, or not at all. An operator's replay of `publish` records its new post anew."""
+    from django.utils import timezone
+
+    from jobs.models import PublishedBrief  # the app registry is ready when a runner runs this
+
+    row = PublishedBrief.objects.create(
+        job_id=step.key[0], run_id=step.run_id, url=step.input["url"], title=step.input["title"],
+        published_at=timezone.now(), step_key=step.idempotency_key,
+    )  # fmt: skip
+    return {"publishedBriefId": row.id}
+
+
 # --- failures -------------------------------------------------------------------------------------
 
 
@@ -204,7 +227,7 @@ WRITES: tuple[tuple[str, str | None, Any], ...] = (
     ("wait-start", None, None), ("extract", "extracted", None), ("enrich-", "companies", []),
     ("summarize", "summary", None), ("request-approval", None, None), ("wait-approval", None, None),
     ("escalate", "escalated", False), ("wait-escalated-approval", None, None),
-    ("record-decision", "review", None), ("publish", "url", None),
+    ("record-decision", "review", None), ("publish", "url", None), ("record-publication", None, None),
 )  # fmt: skip
 
 
@@ -280,7 +303,7 @@ async def reviewed_brief_run(ctx) -> dict[str, Any]:
     await verdict.complete({"decision": review["decision"]})
     if review["decision"] == "reject":
         return {"rejected": True, "by": review["by"]}
-    return await ctx.step("publish", partial(publish, body=summary), input=job["title"], **SERVICE_STEP)
+    return await publish_and_record(ctx, job, summary)
 
 
 def request_approval(step) -> None:

@@ -55,7 +55,7 @@ def test_one_job_is_one_trace__producer__executions__step_attempts(demo, traced:
     assert attempts == [
         ("enrich-0", 1, "ok"), ("enrich-1", 1, "ok"), ("enrich-2", 1, "ok"),
         ("extract", 1, "error"), ("extract", 2, "ok"),
-        ("publish", 1, "ok"), ("summarize", 1, "ok"),
+        ("publish", 1, "ok"), ("record-publication", 1, "ok"), ("summarize", 1, "ok"),
     ]  # fmt: skip
     assert len(traced.named("step ")) == len(attempts)  # no replayed entry has a span
 

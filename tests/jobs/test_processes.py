@@ -14,6 +14,7 @@ import httpx
 import pytest
 from django.core.management import call_command
 
+from jobs.models import PublishedBrief
 from jobs.processes import BASE_DIR, Child, wait_until
 from jobs.submission import job_submit, jobs_client
 from tests.support import free_port, test_database_url
@@ -114,7 +115,9 @@ def test_runner_killed_during_summarize__resumes_without_repeating_extract_or_cr
     steps = Entry.objects.filter(run=run, kind="step", superseded=False)
     assert {e.name: e.attempts for e in steps} == {
         "extract": 1, "enrich-0": 1, "enrich-1": 1, "enrich-2": 1, "summarize": 2, "publish": 1,
+        "record-publication": 1,
     }  # fmt: skip
+    assert PublishedBrief.objects.filter(job_id=str(job_id)).count() == 1
     # The attempt the kill cut off is on record, with the runner that held it; the rerun followed it.
     lost, ok = Attempt.objects.filter(entry__run=run, entry__name="summarize").order_by("number")
     assert (lost.outcome, ok.outcome) == ("lost", "ok")

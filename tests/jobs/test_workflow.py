@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
+from jobs.models import PublishedBrief
 from jobs.submission import job_submit, jobs_client
 from jobs.workflows import registry
 from workflows.core.idempotency import step_idempotency_key
@@ -67,12 +68,19 @@ def test_job__steps_record_their_input_and_token_usage(demo):
     finish(job_id)
     recorded = steps(job_id)
 
-    assert list(recorded) == ["extract", "enrich-0", "enrich-1", "enrich-2", "summarize", "publish"]
+    assert list(recorded) == [
+        "extract", "enrich-0", "enrich-1", "enrich-2", "summarize", "publish", "record-publication",
+    ]  # fmt: skip
     assert recorded["extract"].input == {"title": "Discovery call", "transcript": SAMPLE}
     assert [recorded[f"enrich-{i}"].input for i in range(3)] == SAMPLE_COMPANIES
     assert recorded["summarize"].input["actionItems"][0].startswith("Send the ROI model")
     assert [c["crm"]["name"] for c in recorded["summarize"].input["companies"]] == SAMPLE_COMPANIES
     assert recorded["publish"].input == "Discovery call"
+    # The published brief's row, written in the transaction that recorded the step.
+    [row] = PublishedBrief.objects.filter(job_id=str(job_id))
+    assert (row.url, row.title) == (recorded["publish"].output["url"], "Discovery call")
+    assert recorded["record-publication"].output == {"publishedBriefId": row.id}
+    assert recorded["record-publication"].meta == {"transaction": True}
     for name in ("extract", "summarize"):
         usage = recorded[name].meta["usage"]
         assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0
@@ -175,6 +183,9 @@ def test_job__an_operators_replay_of_publish_posts_again_under_a_new_key(demo):
     keys = [p["idempotencyKey"] for p in demo.posts.values()]
     assert keys == [first["idempotencyKey"], step_idempotency_key(run.id, 1, "", "publish")]
     assert again.state["url"] != run.state["url"]
+    # Each recorded publication has its row: the replayed one records the new post.
+    urls = PublishedBrief.objects.filter(job_id=str(job_id)).order_by("id").values_list("url", flat=True)
+    assert list(urls) == [run.state["url"], again.state["url"]]
 
 
 def test_job__exhausted_retries_mark_the_job_failed(demo):

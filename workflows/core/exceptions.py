@@ -231,6 +231,15 @@ class LeaseLost(WorkflowError):
     pass
 
 
+class TransactionBodyFailed(WorkflowError):
+    """A transaction step's body raised inside the commit's transaction: the store rolled it back
+    whole, nothing of it or of the step's record was written. `error` is what the body raised."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        super().__init__(f"the transaction step's body raised {type(error).__name__}: {error}")
+
+
 class StoreUnavailable(WorkflowError):
     """An infrastructure failure of the store, never a verdict on the run or the request: the
     engine abandons the execution as if the runner had crashed there, and the API answers 503."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -325,6 +326,10 @@ class Commit:
     complete: list[tuple[int, Any]] = field(default_factory=list)  # (message id, response)
     prune: list[str] = field(default_factory=list)  # scopes to delete, with the scopes under them
     transition: Transition | None = None
+    # A transaction step's body (`ctx.transaction`): the store calls it inside this commit's own
+    # database transaction, after the fence and before the entries, so what it writes commits with
+    # them or not at all. Its failure comes back as TransactionBodyFailed, nothing written.
+    in_transaction: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,10 +8,10 @@ import datetime as dt
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..core.exceptions import StepFailed
+from ..core.exceptions import BadInput, StepFailed
 from ..core.recorder import BodyRecorder
 from ..core.values import Failure, Message, RaceResult, TryResult
-from . import children, flow, markers, steps, waits
+from . import children, flow, markers, steps, transactions, waits
 from .step_context import StepContext
 
 
@@ -77,6 +77,38 @@ class RunContext:
             retry_backoff_max=retry_backoff_max,
             rollback=rollback,
             limit=limit,
+        )
+
+    async def transaction(
+        self,
+        name: str,
+        fn: Callable[[StepContext], Any],
+        input: Any = None,
+        *,
+        max_retries: int = 3,
+        retry_backoff_base: float = 0.1,
+        retry_backoff_max: float = 30.0,
+        timeout: None = None,
+    ) -> Any:
+        """Run `fn(step)`, sync Django ORM code, inside the database transaction that records the
+        step: its writes and the record commit together or not at all, and a replay returns the
+        recorded value without running it again. An exception in it (or a query to another
+        database) rolls it all back and fails the attempt, retried by the options as a step's.
+        No timeout: a body inside a transaction cannot be cut off safely."""
+        if timeout is not None:
+            raise BadInput(
+                f"transaction step {name!r}: ctx.transaction takes no timeout (its body runs inside "
+                "a database transaction, where it cannot be cut off safely)"
+            )
+        return await transactions.transaction(
+            self._ex,
+            self._scope,
+            name,
+            fn,
+            input,
+            max_retries=max_retries,
+            retry_backoff_base=retry_backoff_base,
+            retry_backoff_max=retry_backoff_max,
         )
 
     async def try_step(

@@ -32,6 +32,8 @@ def fits_one_statement(commit: Commit) -> bool:
     and a transition that needs no message check."""
     if commit.messages or commit.children or commit.prune or len(commit.entries) > 1:
         return False
+    if commit.in_transaction is not None:  # a transaction step's body runs on Django's connection
+        return False
     consumes = set(commit.entries[0][0].consumes) if commit.entries else set()
     if commit.complete and ({mid for mid, _r in commit.complete} != consumes or _answered(commit)):
         return False

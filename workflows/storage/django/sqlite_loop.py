@@ -122,7 +122,8 @@ class SqliteLoopCommits:
         self.through_thread = 0  # ... and sent through the thread instead
 
     def accepts(self, commit: Commit) -> bool:
-        return not commit.messages and not commit.children
+        # A transaction step's body runs its ORM code on Django's connection: through the thread.
+        return not commit.messages and not commit.children and commit.in_transaction is None
 
     async def commit(self, *, run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
         while self._shareable:

@@ -34,6 +34,7 @@ from .notify import notify
 from .prepared import hot_cursor
 from .starts import start_child
 from .statements import shared
+from .transactions import run_body
 
 
 def commit(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> CommitResult:
@@ -65,6 +66,9 @@ def write_commit(
     fenced = cursor.fetchone()
     if fenced is None:
         raise LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
+    if commit.in_transaction is not None:  # a transaction step: its writes, in this transaction
+        # Only on Django's connection (the thread path): the loop paths never take such a commit.
+        run_body(commit.in_transaction)
 
     # A message taken by a wait that does not answer it is completed (with no response)
     # by the same UPDATE that consumes it.
