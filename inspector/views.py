@@ -5,11 +5,12 @@ what the admin's run inspector needs (inspector.access)."""
 from __future__ import annotations
 
 from django.contrib import admin
+from django.core.cache import cache
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 
 from workflows.core.records import RUNNER_DEAD_AFTER_LEASES
-from workflows.reads import costs, limiters, live, stats
+from workflows.reads import costs, doctor, limiters, live, stats
 from workflows.reads import decisions as decision_reads
 from workflows.reads import source as read_source
 
@@ -70,7 +71,17 @@ def _presence() -> dict:
         "dead_after_leases": RUNNER_DEAD_AFTER_LEASES,
         "unserved": unserved,
         "unserved_total": sum(unserved.values()),
+        "doctor_findings": doctor_findings(),
     }
+
+
+DOCTOR_CACHE_KEY, DOCTOR_CACHE_SECONDS = "inspector:doctor-findings", 60
+
+
+def doctor_findings() -> int:
+    """How many kinds of stuck things the doctor's cheap checks find, cached a minute: the
+    dashboard refreshes often, and `manage.py workflows doctor` tells the rest."""
+    return cache.get_or_set(DOCTOR_CACHE_KEY, lambda: len(doctor.examine(cheap=True)), DOCTOR_CACHE_SECONDS)
 
 
 def _with_buttons(decision: decision_reads.Decision) -> dict:

@@ -76,6 +76,9 @@ RETENTION (default `{}`: every run is kept forever)
 PRUNE_SECONDS (default `600`)
     How often each runner prunes by RETENTION (one runner at a time on PostgreSQL; never when
     RETENTION prunes nothing); `None` leaves pruning to `manage.py prune`.
+DOCTOR_SECONDS (default `300`)
+    How often each runner runs the doctor's cheap checks (`manage.py workflows doctor`) and sets
+    the `workflows_doctor_findings` gauge; `None`: never.
 PRUNE_BATCH (default `100`)
     Runs deleted per transaction when pruning: short transactions that never hold up a runner.
 MAX_VALUE_BYTES (default `1048576`, 1 MiB)
@@ -168,6 +171,7 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION": {},
     "PRUNE_SECONDS": 600.0,
     "PRUNE_BATCH": 100,
+    "DOCTOR_SECONDS": 300.0,
     "MAX_VALUE_BYTES": 1024 * 1024,
     "MAX_STREAM_BYTES": 16 * 1024 * 1024,
     "PREPARED_STATEMENTS": True,
@@ -225,6 +229,12 @@ def prune_seconds() -> float | None:
     """How often a runner prunes; None when it does not (no interval, or nothing to prune)."""
     seconds = get("PRUNE_SECONDS")
     return float(seconds) if seconds and retention().enabled else None
+
+
+def doctor_seconds() -> float | None:
+    """How often a runner runs the doctor's cheap checks; None when it does not."""
+    seconds = get("DOCTOR_SECONDS")
+    return float(seconds) if seconds else None
 
 
 def prune_batch() -> int:

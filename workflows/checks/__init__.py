@@ -188,6 +188,7 @@ def _check_durations(raw: Mapping) -> list[checks.CheckMessage]:
         "POLL_SECONDS",
         "RUN_STREAM_TOKEN_SECONDS",
         "PRUNE_SECONDS",
+        "DOCTOR_SECONDS",
     ):
         value = raw.get(key)
         if value is None and key != "LEASE_SECONDS":

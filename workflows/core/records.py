@@ -60,6 +60,9 @@ class AuditAction(StrEnum):
     RETRY_NOW = "retry_now"
     CANCEL = "cancel"
     SEND = "send"
+    # `manage.py workflows doctor --fix` put back what was stuck (a dead runner's lease, a run set
+    # aside in a concurrency group); its details name the finding and the repair.
+    DOCTOR = "doctor"
     # An action refused for want of its permission: nothing changed; its details name the attempt.
     REFUSED = "refused"
 

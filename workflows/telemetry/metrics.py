@@ -97,6 +97,19 @@ RUNNER_CLOCK_OFFSET = Gauge(
     " The runner decides on the database's clock; an offset says the host's time needs fixing.",
     multiprocess_mode="liveall",
 )
+DOCTOR_FINDINGS = Gauge(
+    "workflows_doctor_findings",
+    "What the runner's periodic doctor check found stuck, by kind (runs, slots or schedules; see"
+    " `manage.py workflows doctor`). Every runner reads the same database: the highest is shown.",
+    ["kind"],
+    multiprocess_mode="livemax",
+)
+
+
+def doctor_findings(counts: dict[str, int]) -> None:
+    """Set the doctor's gauge: `counts` names every kind checked (0 for a clean one)."""
+    for kind, count in counts.items():
+        DOCTOR_FINDINGS.labels(kind).set(count)
 
 
 def multiprocess_dir() -> str | None:

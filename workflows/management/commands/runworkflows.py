@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 
 from django.core.management.base import BaseCommand, CommandError
 
-from workflows import checks, conf
+from workflows import checks, conf, doctor
 from workflows.core.records import Commit, RunRecord
 from workflows.engine.observers import Observer
 from workflows.engine.runner import Periodic, Runner
@@ -139,12 +139,17 @@ class Tally(Observer):
 
 
 def _periodic() -> list[Periodic]:
-    """The runner's own housekeeping: pruning by WORKFLOWS["RETENTION"] every PRUNE_SECONDS."""
+    """The runner's own housekeeping: pruning by WORKFLOWS["RETENTION"] every PRUNE_SECONDS, and
+    the doctor's cheap checks (exported as metrics) every DOCTOR_SECONDS."""
+    jobs: list[Periodic] = []
     seconds = conf.prune_seconds()
-    if seconds is None:
-        return []
-    retention, batch = conf.retention(), conf.prune_batch()
-    return [(seconds, lambda: prune_in_own_thread(retention, batch_size=batch))]
+    if seconds is not None:
+        retention, batch = conf.retention(), conf.prune_batch()
+        jobs.append((seconds, lambda: prune_in_own_thread(retention, batch_size=batch)))
+    doctor_seconds = conf.doctor_seconds()
+    if doctor_seconds is not None:
+        jobs.append((doctor_seconds, doctor.check_in_own_thread))
+    return jobs
 
 
 def _port_from_env() -> int | None:

@@ -10,6 +10,7 @@ reads the admin and the API use, print. Repairs are audited with the actor `cli:
     workflows send RUN_ID QUEUE --body JSON --reason WHY
     workflows schedules
     workflows schedule pause|resume NAME --reason WHY
+    workflows doctor [--fix] [--json] [--limit N]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from workflows.core.exceptions import WorkflowError
 from workflows.core.records import RunStatus
 from workflows.http.auth import create_api_key, revoke_api_key
 from workflows.http.parser import parse_json
+from workflows.management.doctor_output import DOCTOR_HELP, add_doctor_arguments, doctor
 from workflows.masking import mask, mask_text
 from workflows.reads import runs as run_reads
 
@@ -51,7 +53,7 @@ def _when(value) -> str:
 
 
 class Command(BaseCommand):
-    help = "Operate workflow runs: API keys, list, show, replay, retry-now, cancel, send; schedules."
+    help = "Operate workflow runs: API keys, list, show, replay, retry-now, cancel, send; schedules; doctor."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="sub", required=True, metavar="SUBCOMMAND")
@@ -100,6 +102,8 @@ class Command(BaseCommand):
         sched.add_argument("schedule_action", choices=["pause", "resume"])
         sched.add_argument("name")
         sched.add_argument("--reason", required=True)
+
+        add_doctor_arguments(sub.add_parser("doctor", help=DOCTOR_HELP, description=DOCTOR_HELP))
 
     def handle(self, *args, sub: str, **options):
         handler = getattr(self, f"do_{sub.replace('-', '_')}")
@@ -181,6 +185,13 @@ class Command(BaseCommand):
                 f"{row.name}  {state:<6}  {row.workflow}  {row.cron!r} {row.timezone}  catch_up {row.catch_up}"
                 f"  next {_when(row.next_fire_at) if state == 'active' else '-'}  last {_when(row.last_fire_at)}"
             )
+
+    def do_doctor(self, *, fix: bool, json_output: bool, limit: int, **_):
+        if not 1 <= limit <= 1000:
+            raise CommandError("--limit must be between 1 and 1000")
+        clean = doctor(self.stdout, fix=fix, as_json=json_output, limit=limit, actor=_actor())
+        if not clean:
+            raise SystemExit(1)
 
     def do_schedule(self, *, schedule_action, name, reason, **_):
         row = operations.pause_schedule(
