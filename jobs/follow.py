@@ -11,9 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import TextIO
 
-from workflows import LOST_EVENTS, TERMINAL, RunHandle, RunRecord
-from workflows.core.records import EventRecord
-from workflows.core.streams import ChunkRecord
+from workflows import LOST_EVENTS, TERMINAL, ChunkRecord, EventRecord, RunHandle, RunRecord
 
 STAGE_ORDER = ("queued", "extracting", "enriching", "summarizing", "publishing", "published")
 BAR_WIDTH = 20

@@ -34,7 +34,8 @@ from .core.exceptions import (
     WorkflowError,
 )
 from .core.limits import Limiter
-from .core.records import LOST_EVENTS, TERMINAL, EntryStatus, RunRecord, RunStatus
+from .core.records import LOST_EVENTS, TERMINAL, EntryStatus, EventRecord, RunRecord, RunStatus
+from .core.streams import ChunkRecord, StreamClosed, latest_attempts, text_of
 from .core.values import ActionContext, ErrorEvent, Failure, Loop, Message, RaceResult, TryResult
 from .engine.client import RunHandle, WorkflowClient
 from .engine.context import RunContext
@@ -50,12 +51,14 @@ __all__ = [
     "ActionContext",
     "BadInput",
     "ChildFailed",
+    "ChunkRecord",
     "Clock",
     "Concurrency",
     "CriticalError",
     "EntryStatus",
     "ErrorContext",
     "ErrorEvent",
+    "EventRecord",
     "Failure",
     "FakeClock",
     "HistoryDiverged",
@@ -83,6 +86,7 @@ __all__ = [
     "StepContext",
     "StepFailed",
     "StoreUnavailable",
+    "StreamClosed",
     "TryResult",
     "UnknownAction",
     "UnknownEvent",
@@ -94,8 +98,10 @@ __all__ = [
     "WorkflowError",
     "event",
     "format_duration",
+    "latest_attempts",
     "queue",
     "schedule",
     "setup",
+    "text_of",
     "workflow",
 ]
