@@ -34,6 +34,19 @@ class StepTimeout(Exception):
     pass
 
 
+def enter_step(ex: StepRecorder, scope: str, name: str, input: Any) -> Decision:
+    """A step's entry decided against the history: REPLAY (the caller returns the record), or
+    one to run now; a terminal failure raises StepFailed, a backoff not over yet Suspend."""
+    if input is not None:
+        input = normalize(input, f"the input of step {name!r}")
+    decision = ex.enter(scope, name, EntryKind.STEP, input=input)
+    if decision.action == Action.RAISE:
+        raise StepFailed(name, decision.error.get("kind", "exhausted"), decision.error)
+    if decision.action == Action.WAIT:
+        raise Suspend(decision.until)  # its backoff is not over (an early wake)
+    return decision
+
+
 async def step(
     ex: StepRecorder,
     scope: str,
@@ -60,17 +73,11 @@ async def step(
         backoff_max=retry_backoff_max,
         retry_on_timeout=retry_on_timeout,
     )
-    if input is not None:
-        input = normalize(input, f"the input of step {name!r}")
-    decision = ex.enter(scope, name, EntryKind.STEP, input=input)
+    decision = enter_step(ex, scope, name, input)
     if decision.action == Action.REPLAY:
         if rollback is not None:
             ex.add_rollback(name, rollback, decision.value)
         return decision.value
-    if decision.action == Action.RAISE:
-        raise StepFailed(name, decision.error.get("kind", "exhausted"), decision.error)
-    if decision.action == Action.WAIT:
-        raise Suspend(decision.until)  # its backoff is not over (an early wake)
 
     attempt, input = decision.attempt, decision.input
     if attempt > policy.max_retries + 1:  # cut-off (lost) attempts used up its retries

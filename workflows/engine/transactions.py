@@ -23,7 +23,6 @@ from ..core.exceptions import (
     RetryAfter,
     RunFinished,
     RunNotFound,
-    StepFailed,
     TransactionBodyFailed,
 )
 from ..core.jsonvalue import normalize
@@ -31,9 +30,8 @@ from ..core.recorder import StepRecorder
 from ..core.records import AttemptWrite, Commit, EntryKind, EntryStatus, EntryWrite, Outcome
 from ..core.replay import Action
 from ..core.retry import RetryPolicy
-from ..core.signals import Suspend
 from .step_context import StepContext
-from .steps import _record_failure, _Tried
+from .steps import _record_failure, _Tried, enter_step
 
 TRANSACTION_META = {"transaction": True}  # what the entry's meta says (the inspector shows it)
 
@@ -62,15 +60,9 @@ async def transaction(
         backoff_max=retry_backoff_max,
         retry_on_timeout=False,
     )
-    if input is not None:
-        input = normalize(input, f"the input of step {name!r}")
-    decision = ex.enter(scope, name, EntryKind.STEP, input=input)
+    decision = enter_step(ex, scope, name, input)
     if decision.action == Action.REPLAY:
         return decision.value
-    if decision.action == Action.RAISE:
-        raise StepFailed(name, decision.error.get("kind", "exhausted"), decision.error)
-    if decision.action == Action.WAIT:
-        raise Suspend(decision.until)  # its backoff is not over (an early wake)
 
     attempt, input = decision.attempt, decision.input
     ex.check_lease()  # nothing starts on a lease that may have lapsed
