@@ -6,20 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.inspector import cost_flows
+from tests.inspector.cost_flows import priced_registry  # noqa: F401 (a fixture)
 from workflows import conf
 from workflows.testing import run_until_idle
 
-
-@pytest.fixture(autouse=True)
-def registry(settings):
-    settings.WORKFLOWS = {
-        **settings.WORKFLOWS,
-        "REGISTRIES": ["tests.inspector.cost_flows.registry"],
-        "MODEL_PRICES": cost_flows.PRICES,
-    }
-    conf.registry.cache_clear()
-    yield cost_flows.registry
-    conf.registry.cache_clear()
+pytestmark = pytest.mark.usefixtures("priced_registry")
 
 
 def run_id(api, workflow: str) -> str:

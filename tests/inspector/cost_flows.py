@@ -4,7 +4,9 @@ an unpriced one."""
 
 from __future__ import annotations
 
-from workflows import setup, workflow
+import pytest
+
+from workflows import conf, setup, workflow
 
 PRICES = {"gpt-4o-mini": {"input": 0.15, "output": 0.6}, "gpt-4o": {"input": 2.5, "output": 10}}
 # draft: 2000 in, 1000 out at gpt-4o-mini's price = $0.0009; review: 2000 in, 200 out at
@@ -41,3 +43,16 @@ async def tagged(ctx):
 
 
 registry = setup(use={"drafted": workflow(drafted), "tagged": workflow(tagged)})
+
+
+@pytest.fixture
+def priced_registry(settings):
+    """The project serves these workflows with PRICES as WORKFLOWS["MODEL_PRICES"]."""
+    settings.WORKFLOWS = {
+        **settings.WORKFLOWS,
+        "REGISTRIES": ["tests.inspector.cost_flows.registry"],
+        "MODEL_PRICES": PRICES,
+    }
+    conf.registry.cache_clear()
+    yield registry
+    conf.registry.cache_clear()

@@ -14,24 +14,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.inspector import cost_flows
-from workflows import conf, operations
+from tests.inspector.cost_flows import priced_registry  # noqa: F401 (a fixture)
+from workflows import operations
 from workflows.models import Entry, Run
 from workflows.reads.costs import workflow_costs
 from workflows.testing import run_until_idle
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def registry(settings):
-    settings.WORKFLOWS = {
-        **settings.WORKFLOWS,
-        "REGISTRIES": ["tests.inspector.cost_flows.registry"],
-        "MODEL_PRICES": cost_flows.PRICES,
-    }
-    conf.registry.cache_clear()
-    yield cost_flows.registry
-    conf.registry.cache_clear()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("priced_registry")]
 
 
 @pytest.fixture
