@@ -100,13 +100,17 @@ def _fork_key(run: Run, key: list[str] | None) -> list[str]:
     return key
 
 
-def _new_run(run: Run, key: list[str], point: Entry, group: str | None, now: dt.datetime) -> Run:
+def _new_run(
+    run: Run, key: list[str], point: Entry, group: str | None, now: dt.datetime, *, has_history: bool
+) -> Run:
+    """The fork's row, runnable now. With copied history it counts as started (`started_at`): a
+    claim reads the history only of a run that ran before, and this one's history is there."""
     key_text, key_hash = key_identity(key)
     fork = Run(
         workflow=run.workflow, key=key, key_text=key_text, key_hash=key_hash, version=run.version,
         status=RunStatus.PENDING, state=run.state, created_at=now, updated_at=now, transitioned_at=now,
-        wake_at=now, priority=run.priority, concurrency_group=group, forked_from=run,
-        forked_from_entry=point.id,
+        started_at=now if has_history else None, wake_at=now, priority=run.priority,
+        concurrency_group=group, forked_from=run, forked_from_entry=point.id,
     )  # fmt: skip
     try:
         with transaction.atomic():  # a savepoint: a key taken since the check is KeyTaken, not a 500
@@ -182,7 +186,7 @@ class DjangoForks:
             entries = _copied_entries(run, point)
             key = _fork_key(run, key)
             group = group_of(key) if group_of is not None else run.concurrency_group
-            fork = _new_run(run, key, point, group, now)
+            fork = _new_run(run, key, point, group, now, has_history=bool(entries) or edited)
             details = {"from_entry": point.id, "from_step": point.name, **_copy_history(fork, entries)}
             if edited:  # the step runs first with the operator's input (as a replay's edit does)
                 Entry.objects.create(
