@@ -13,6 +13,7 @@ import datetime as dt
 import logging
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from . import conf
@@ -126,7 +127,10 @@ def fork_run(
 def _group_of(run_id: str) -> Any:
     """The concurrency group a fork of `run_id` joins, by its workflow's declaration for the fork's
     key; None (keep the original's) when this server does not know the workflow."""
-    run = Run.objects.filter(id=run_id).only("workflow", "version").first()
+    try:
+        run = Run.objects.filter(id=run_id).only("workflow", "version").first()
+    except (ValidationError, ValueError, TypeError):  # not a UUID: the store answers RunNotFound
+        run = None
     if run is None:
         return None
     try:
