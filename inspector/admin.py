@@ -217,6 +217,11 @@ class RunAdmin(ReadsListsFromReplica, admin.ModelAdmin):
                 name="workflows_run_replay",
             ),
             path(
+                "<str:run_id>/fork/<int:entry_id>/",
+                wrap(lambda r, run_id, entry_id: actions.fork_view(self, r, run_id, entry_id)),
+                name="workflows_run_fork",
+            ),
+            path(
                 "<str:run_id>/retry/<int:entry_id>/",
                 wrap(lambda r, run_id, entry_id: actions.retry_view(self, r, run_id, entry_id)),
                 name="workflows_run_retry",

@@ -59,6 +59,33 @@ class ReplayForm(WhyForm):
     )
 
 
+class ForkForm(WhyForm):
+    edit_input = forms.BooleanField(required=False, label="Run the step with an edited input")
+    input = JSONText(required=False, label="Input (JSON)")
+    key = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="Key of the new run",
+        help_text='Empty: derived from this run\'s (…~fork-N). One string, or a JSON list such as ["job-7", "b"].',
+    )
+
+    def clean_key(self) -> list[str] | None:
+        text = self.cleaned_data["key"].strip()
+        if not text:
+            return None
+        if not text.startswith("["):
+            return [text]
+        try:
+            key = parse_json(text)
+        except (json.JSONDecodeError, JsonTooDeep):
+            raise forms.ValidationError(
+                "Not valid JSON: give one string, or a JSON list of strings."
+            ) from None
+        if not isinstance(key, list) or not key or not all(isinstance(k, str) for k in key):
+            raise forms.ValidationError("A key is a non-empty list of strings.")
+        return key
+
+
 class SendForm(WhyForm):
     queue = forms.ChoiceField(label="Queue")
     body = JSONText(required=False, label="Body (JSON)", help_text="Empty sends null.")

@@ -14,4 +14,5 @@ class RunOperation(Run):
             ("retry_step_now", "Can retry a step now"),
             ("cancel_run", "Can cancel a run"),
             ("send_message", "Can send a message to a run"),
+            ("fork_run", "Can fork a run from a step"),
         ]

@@ -70,6 +70,9 @@ class RunPage:
     trace_id: str | None = None  # of the request that started the run (tracing on)
     trace_url: str | None = None  # WORKFLOWS["TRACE_URL"] with it
     kept: Kept | None = None  # a finished run: when pruning deletes it, and why
+    forked_from: Run | None = None  # a fork's original ...
+    forked_at: str = ""  # ... and the entry it ran fresh from
+    forks: list[Run] = field(default_factory=list)  # the run's forks, oldest first
 
 
 def run_page(run_id: str, now: dt.datetime | None = None) -> RunPage | None:
@@ -112,6 +115,9 @@ def _related(records: RunRecords) -> dict[str, Any]:
         "trace_id": records.trace_id,
         "trace_url": records.trace_url,
         "kept": records.kept,
+        "forked_from": records.forked_from,
+        "forked_at": records.forked_at,
+        "forks": records.forks,
     }
 
 

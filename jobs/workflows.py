@@ -206,14 +206,15 @@ def on_error(c, event) -> None:
 
 
 def on_repair(c, repair) -> None:
-    """An operator's replay or retry now was accepted: the old failure is no longer the job's
-    truth. The error goes; a replay puts the job back in the queue (`queued`) until its first
-    step starts, a retry now says which step tries again."""
+    """An operator's replay or retry now was accepted, or this run is a fork of another: the old
+    failure is no longer the job's truth. The error goes; a replay (or a fork, which is a replay
+    into a new run) puts the job back in the queue (`queued`) until its first step starts, a
+    retry now says which step tries again."""
     c.state["error"] = None
-    if repair.action == "replay":
+    if repair.action in ("replay", "fork"):
         forget_from(c.state, repair.step)
         c.state["stage"] = "queued"
-        detail = f"replay from {repair.step} accepted; waiting for a runner"
+        detail = f"{repair.action} from {repair.step} accepted; waiting for a runner"
     else:
         stage = stage_of(repair.step)
         c.state["stage"] = stage if stage != "failed" else c.state.get("stage") or "queued"

@@ -1,4 +1,5 @@
-"""Operators' repairs of a run: replay from a step, retry a step now, cancel, send a message.
+"""Operators' repairs of a run: replay from a step, retry a step now, cancel, send a message, and
+fork (a new run from the run's history up to an entry).
 
 Thin over the store's repair methods, which write each repair and its AuditEntry (who, when,
 what, why) in one transaction. The admin, the API and the commands call these and nothing else,
@@ -12,11 +13,12 @@ import datetime as dt
 import logging
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from . import conf
-from .core import repair_rules
-from .core.exceptions import BadInput, WorkflowError
+from .core import forks, repair_rules
+from .core.exceptions import BadInput, EntryNotFound, WorkflowError
 from .core.jsonvalue import normalize, storable_text
 from .core.records import CHILD_QUEUE_PREFIX, NOT_EDITED, Audit, AuditAction, OutgoingMessage
 from .core.schedules import ScheduleRecord
@@ -94,6 +96,62 @@ def retry_now(run_id: str, entry_id: int, *, actor: str, reason: str = "") -> Ru
     return Run.objects.get(id=run_id)
 
 
+def fork_run(
+    run_id: str,
+    entry_id: int,
+    *,
+    actor: str,
+    reason: str = "",
+    key: list[str] | None = None,
+    input: Any = None,
+    edit_input: bool = False,
+) -> Run:
+    """A new run from this run's history up to `entry_id` (a current entry of its root scope): the
+    entries before it are copied with their results, attempts and consumed messages, it and the
+    later ones run fresh (with `edit_input`, the step first with `input`). Same workflow, version,
+    priority and state; its own id (so its own idempotency keys), under `key` or one derived from
+    the original's (`<last part>~fork-<n>`). The original is only read; both runs' audit logs
+    name the other. The fork's workflow's `on_repair` hears of it as action `fork` (from `step`),
+    in the same transaction, so it can forget what the fresh steps will write again."""
+    store = conf.default_store()
+    with transaction.atomic():
+        record = store.fork(
+            str(run_id), entry_id, audit=Audit(actor=actor, reason=reason), now=_now(), key=key,
+            input=input if edit_input else NOT_EDITED, group_of=_group_of(str(run_id)),
+        )  # fmt: skip
+        step = Entry.objects.filter(id=entry_id).values_list("name", flat=True).first() or ""
+        _on_repair(record.id, forks.FORK, entry_id, actor=actor, reason=reason, step=step)
+    return Run.objects.get(id=record.id)
+
+
+def _group_of(run_id: str) -> Any:
+    """The concurrency group a fork of `run_id` joins, by its workflow's declaration for the fork's
+    key; None (keep the original's) when this server does not know the workflow."""
+    try:
+        run = Run.objects.filter(id=run_id).only("workflow", "version").first()
+    except (ValidationError, ValueError, TypeError):  # not a UUID: the store answers RunNotFound
+        run = None
+    if run is None:
+        return None
+    try:
+        definition = conf.registry().for_run(run.workflow, run.version)
+    except WorkflowError:
+        return None
+    return lambda key: definition.group(run.workflow, key)
+
+
+def fork_plan(run_id: str, entry_id: int) -> tuple[list[Entry], list[Entry]]:
+    """For a confirmation page: the current root entries a fork from `entry_id` copies, and those
+    it runs fresh (it and the later ones). EntryNotFound when the run has no such current entry."""
+    entry = Entry.objects.filter(id=entry_id, run_id=run_id, superseded=False).first()
+    if entry is None:
+        raise EntryNotFound(f"run {run_id} has no current entry {entry_id}")
+    roots = list(Entry.objects.filter(run_id=run_id, scope="", superseded=False).order_by("position"))
+    return [e for e in roots if e.position < entry.position], [
+        e for e in roots if e.position >= entry.position
+    ]
+
+
 class RepairContext:
     """`c` in a workflow's `on_repair(c, repair)`: the run's state to write, events to broadcast;
     both commit with the repair."""
@@ -121,9 +179,12 @@ class RepairContext:
         self.events.append((event, spec.validate(f"event {self._run.workflow}.{event}", payload)))
 
 
-def _on_repair(run_id: str, action: str, entry_id: int, *, actor: str, reason: str) -> None:
+def _on_repair(
+    run_id: str, action: str, entry_id: int, *, actor: str, reason: str, step: str | None = None
+) -> None:
     """Call the run's workflow's `on_repair`, inside the repair's transaction (the run row is
-    locked by it). An error in it is logged and changes nothing: the repair stands."""
+    locked by it). An error in it is logged and changes nothing: the repair stands. `step`: the
+    step's name when the run has no entry `entry_id` (a fork names the original's)."""
     run = Run.objects.select_for_update().get(id=run_id)
     try:
         definition = conf.registry().for_run(run.workflow, run.version)
@@ -131,7 +192,8 @@ def _on_repair(run_id: str, action: str, entry_id: int, *, actor: str, reason: s
         return
     if definition.on_repair is None:
         return
-    step = Entry.objects.filter(id=entry_id, run_id=run_id).values_list("name", flat=True).first() or ""
+    if step is None:
+        step = Entry.objects.filter(id=entry_id, run_id=run_id).values_list("name", flat=True).first() or ""
     c = RepairContext(run, definition)
     try:
         definition.on_repair(c, repair_rules.Repair(action=action, step=step, actor=actor, reason=reason))

@@ -27,6 +27,7 @@ PERMISSIONS = {
     "retry": "inspector.retry_step_now",
     "cancel": "inspector.cancel_run",
     "send": "inspector.send_message",
+    "fork": "inspector.fork_run",
 }
 
 
@@ -48,6 +49,7 @@ AUDITED_AS = {
     "retry": AuditAction.RETRY_NOW,
     "cancel": AuditAction.CANCEL,
     "send": AuditAction.SEND,
+    "fork": AuditAction.FORK,
 }
 
 

@@ -12,7 +12,9 @@ def test_openapi__every_route_documents_auth_success_and_errors(client):
         for method, op in item.items()
     ]
 
-    assert len(operations) == 10  # with GET /api/runs/{id}/streams/{name} (Server-Sent Events)
+    assert (
+        len(operations) == 11
+    )  # with POST /api/runs/{id}/fork and GET /api/runs/{id}/streams/{name} (Server-Sent Events)
     for path, method, op in operations:
         where = f"{method.upper()} {path}"
         assert op.get("security") == [{"ApiKeyAuth": []}], where

@@ -17,6 +17,8 @@
     ├── UnknownQueue / UnknownEvent / UnknownAction
     ├── InvalidMessage             a message or event payload failed its schema
     ├── RunNotFound                no run with that id or key
+    ├── EntryNotFound              no entry with that id in the run (a fork's starting point)
+    ├── KeyTaken                   another run of the workflow holds that key (a fork's key)
     ├── RunFinished                the run is terminal (completed, failed or cancelled)
     ├── NotApplicable              an operator's repair that does not apply to the run as it is
     │   └── RunBusy                a repair needs the run at rest; a runner holds it now
@@ -216,6 +218,19 @@ class NotApplicable(BadInput):
         self.run_id = run_id
         self.status = status
         self.detail = {"action": action, "runId": run_id, "status": status} if action else None
+        super().__init__(message)
+
+
+class EntryNotFound(BadInput):
+    """No entry of that id in the run (an operator's fork from it): the API answers 404."""
+
+
+class KeyTaken(BadInput):
+    """The workflow already has a run of that key (a fork given a key another run holds): the API
+    answers 409 `key_taken`, `detail` {"workflow", "key", "runId"} naming the run that holds it."""
+
+    def __init__(self, message: str, *, workflow: str, key: list[str], run_id: str) -> None:
+        self.detail = {"workflow": workflow, "key": key, "runId": run_id}
         super().__init__(message)
 
 

@@ -63,6 +63,9 @@ class AuditAction(StrEnum):
     # `manage.py workflows doctor --fix` put back what was stuck (a dead runner's lease, a run set
     # aside in a concurrency group); its details name the finding and the repair.
     DOCTOR = "doctor"
+    # A new run started from this run's history up to an entry (`operations.fork_run`): written on
+    # both runs, its details naming the other.
+    FORK = "fork"
     # An action refused for want of its permission: nothing changed; its details name the attempt.
     REFUSED = "refused"
 

@@ -26,10 +26,11 @@ ACTIONS = (REPLAY, RETRY_NOW, CANCEL)
 
 @dataclass(frozen=True)
 class Repair:
-    """What a workflow's `on_repair(c, repair)` hears: an operator's accepted replay (from `step`)
-    or retry now (of `step`), by `actor`, for `reason`."""
+    """What a workflow's `on_repair(c, repair)` hears: an operator's accepted replay (from `step`),
+    retry now (of `step`) or fork (heard by the new run: it runs fresh from `step`), by `actor`,
+    for `reason`."""
 
-    action: str  # REPLAY or RETRY_NOW
+    action: str  # REPLAY, RETRY_NOW or "fork" (`workflows.core.forks.FORK`)
     step: str
     actor: str = ""
     reason: str = ""

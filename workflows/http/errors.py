@@ -40,6 +40,8 @@ from ninja.parser import Parser
 
 from ..core.exceptions import (
     BadInput,
+    EntryNotFound,
+    KeyTaken,
     MessageTimeout,
     NotApplicable,
     RunFinished,
@@ -58,6 +60,9 @@ logger = logging.getLogger(__name__)
 DOMAIN_ERRORS: tuple[tuple[type[WorkflowError], int, str], ...] = (
     (UnknownWorkflow, 404, "not_found"),
     (RunNotFound, 404, "not_found"),
+    (EntryNotFound, 404, "not_found"),  # a fork from an entry the run never had
+    # A fork given a key another run of the workflow holds: detail {"workflow", "key", "runId"}.
+    (KeyTaken, 409, "key_taken"),
     (RunFinished, 409, "run_finished"),
     # A repair that does not apply to the run in its status (workflows.core.repair_rules); the
     # message is the sentence that says why, detail {"action", "runId", "status"}.

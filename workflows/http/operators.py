@@ -1,14 +1,26 @@
-"""The generic API's operator routes: replay, retry now and cancel, each audited by
+"""The generic API's operator routes: replay, fork, retry now and cancel, each audited by
 `workflows.operations` with the actor `api:<key name>` (the router: `workflows.http.api`)."""
 
 from __future__ import annotations
 
-from ninja import Path
+from ninja import Path, Status
 
 from .. import operations
 from .api import router
 from .auth import actor
-from .schemas import AUTH, BODY, INVALID, MAX_ID, NOT_FOUND, TOO_LARGE, ErrorOut, ReasonIn, ReplayIn, RunOut
+from .schemas import (
+    AUTH,
+    BODY,
+    INVALID,
+    MAX_ID,
+    NOT_FOUND,
+    TOO_LARGE,
+    ErrorOut,
+    ForkIn,
+    ReasonIn,
+    ReplayIn,
+    RunOut,
+)
 
 
 @router.post(
@@ -33,6 +45,32 @@ def replay(request, run_id: str, payload: ReplayIn):
         edit_input="input" in payload.model_fields_set,
         redeliver=payload.redeliver,
     )
+
+
+@router.post(
+    "/runs/{run_id}/fork",
+    response={201: RunOut, **BODY, **AUTH, **NOT_FOUND, 409: ErrorOut, **TOO_LARGE, **INVALID},
+    summary="Fork a run from a step",
+    operation_id="workflows_api_fork",
+)
+def fork(request, run_id: str, payload: ForkIn):
+    """Starts a new run from this run's history up to `entry_id`: the entries before it are copied
+    (with their results, attempts and consumed messages), it and the later ones run fresh (with
+    `input`, the step first with that input). The original is only read; both audit logs name the
+    other. 201 with the new run; 404: no such run, or no such entry in it; 409 `key_taken`: another
+    run holds `key`; 409 `not_applicable`: the entry is nested in a join, race, loop or try
+    scope, superseded, or after an entry that has not finished; 422: an input for an entry that is
+    not a step."""
+    new_run = operations.fork_run(
+        run_id,
+        payload.entry_id,
+        actor=actor(request),
+        reason=payload.reason,
+        key=payload.key,
+        input=payload.input,
+        edit_input="input" in payload.model_fields_set,
+    )
+    return Status(201, new_run)
 
 
 @router.post(

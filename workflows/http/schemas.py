@@ -120,6 +120,20 @@ class RunSummaryOut(Schema):
 class RunOut(RunSummaryOut):
     state: Annotated[dict[str, Any], AfterValidator(mask)]
     result: Masked
+    forked_from: uuid.UUID | None = Field(
+        None, description="A fork: the run whose history it was started from."
+    )
+    forked_from_entry: int | None = Field(
+        None, description="A fork: the entry of that run it ran fresh from."
+    )
+
+    @staticmethod
+    def resolve_forked_from(run) -> uuid.UUID | None:
+        return getattr(run, "forked_from_id", None)
+
+    @staticmethod
+    def resolve_forked_from_entry(run) -> int | None:
+        return getattr(run, "forked_from_entry", None)
 
 
 class AttemptOut(Schema):
@@ -268,6 +282,20 @@ class ReplayIn(ReasonIn):
         description="Deliver the messages the superseded waits consumed again, in their original order;"
         " false: the replayed waits wait for new messages.",
     )
+
+
+class ForkIn(_In):
+    entry_id: int = Field(
+        ge=1,
+        le=MAX_ID,
+        description="A current entry of the run's root scope: it and the later ones run fresh.",
+    )
+    key: list[str] | None = Field(
+        None,
+        description="The new run's key (409 `key_taken` when another run holds it); default <key>~fork-<n>.",
+    )
+    input: Any = Field(None, description="When given (even null), the entry (a step) runs with this input.")
+    reason: str = Field("", description="Why: kept in both runs' audit logs.")
 
 
 AUTH = {401: ErrorOut}

@@ -59,6 +59,14 @@ class Run(models.Model):
         db_index=False, db_constraint=False,
     )  # fmt: skip
     parent_queue = models.CharField(max_length=400, null=True, blank=True)  # NULL: no parent
+    # A fork (`operations.fork_run`): the run whose history it copied, and the entry of that run it
+    # started fresh from (its id; the entry is not a foreign key: pruning keeps no promise to it).
+    # No database constraint, as for `parent`: the original may be pruned before its fork.
+    forked_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.DO_NOTHING, related_name="forks",
+        db_index=False, db_constraint=False,
+    )  # fmt: skip
+    forked_from_entry = models.BigIntegerField(null=True, blank=True)
     trace_context = models.JSONField(
         null=True, blank=True, help_text="W3C trace context of the request that started the run (tracing on)."
     )
@@ -107,6 +115,11 @@ class Run(models.Model):
             models.Index(fields=["-created_at"], name="workflows_run_created"),
             models.Index(fields=["transitioned_at"], name="workflows_run_transitioned"),  # the live list
             models.Index(fields=["parent"], name="workflows_run_parent", condition=Q(parent__isnull=False)),
+            models.Index(
+                fields=["forked_from"],
+                name="workflows_run_forked_from",
+                condition=Q(forked_from__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

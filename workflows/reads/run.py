@@ -36,6 +36,9 @@ class RunRecords:
     trace_id: str | None = None  # of the request that started the run (tracing on)
     trace_url: str | None = None  # WORKFLOWS["TRACE_URL"] with it
     kept: Kept | None = None  # a finished run: when pruning deletes it, and why
+    forked_from: Run | None = None  # a fork's original (`operations.fork_run`) ...
+    forked_at: str = ""  # ... and the name of the entry it ran fresh from
+    forks: list[Run] = field(default_factory=list)  # a run's forks, oldest first
 
 
 def run_records(run_id: str) -> RunRecords | None:
@@ -61,7 +64,17 @@ def run_records(run_id: str) -> RunRecords | None:
         children=list(Run.objects.filter(parent_id=run.id).order_by("created_at")[:CHILDREN_SHOWN]),
         **_trace(run),
         kept=run_kept(run, max((a.created_at for a in audit), default=None)),
+        forked_from=Run.objects.filter(id=run.forked_from_id).first() if run.forked_from_id else None,
+        forked_at=_entry_name(run.forked_from_entry),
+        forks=list(Run.objects.filter(forked_from_id=run.id).order_by("created_at")[:CHILDREN_SHOWN]),
     )
+
+
+def _entry_name(entry_id: int | None) -> str:
+    """A fork's starting entry by name ("" when it is not a fork, or the entry was pruned)."""
+    if entry_id is None:
+        return ""
+    return Entry.objects.filter(id=entry_id).values_list("name", flat=True).first() or ""
 
 
 def current_entry(run_id: str, entry_id: int) -> Entry | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..core.concurrency import GroupUse
@@ -227,6 +227,26 @@ class StoreMethods(ABC):
         superseded entries consumed go back on their queues in their original order (`redeliver`
         False: they stay consumed, and the replayed waits wait for new ones); the audit entry names
         them. RunBusy while a runner holds the run; BadInput for an entry that is not current."""
+
+    @abstractmethod
+    def fork(
+        self,
+        run_id: str,
+        entry_id: int,
+        *,
+        audit: Audit,
+        now: dt.datetime,
+        key: list[str] | None = None,
+        input: Any = NOT_EDITED,
+        group_of: Callable[[list[str]], str | None] | None = None,
+    ) -> RunRecord:
+        """A new run of the same workflow and version from this run's history up to a current
+        root entry: the entries before it copied (nested scopes, attempts and consumed messages
+        included), it and the later ones run fresh; runnable at once, under `key` (KeyTaken when
+        held) or a derived one (`core.forks.derived_key`), in the concurrency group `group_of(key)`.
+        With `input`, the entry (a step) runs first with it. Audited on both runs; the original
+        is only read. EntryNotFound for an entry the run never had; NotApplicable for a nested,
+        superseded one, or one after an unfinished entry."""
 
     @abstractmethod
     def retry_now(self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime) -> RunRecord:

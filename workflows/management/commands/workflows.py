@@ -5,6 +5,7 @@ reads the admin and the API use, print. Repairs are audited with the actor `cli:
     workflows list [--status S] [--workflow W] [--limit N] [--cursor C]
     workflows show RUN_ID
     workflows replay RUN_ID --entry ID --reason WHY [--input JSON] [--wait-for-new]
+    workflows fork RUN_ID --entry ID --reason WHY [--key KEY] [--input JSON]
     workflows retry-now RUN_ID --entry ID --reason WHY
     workflows cancel RUN_ID --reason WHY
     workflows send RUN_ID QUEUE --body JSON --reason WHY
@@ -53,7 +54,7 @@ def _when(value) -> str:
 
 
 class Command(BaseCommand):
-    help = "Operate workflow runs: API keys, list, show, replay, retry-now, cancel, send; schedules; doctor."
+    help = "Operate workflow runs: API keys, list, show, replay, fork, retry-now, cancel, send; schedules; doctor."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="sub", required=True, metavar="SUBCOMMAND")
@@ -81,6 +82,18 @@ class Command(BaseCommand):
             action="store_true",
             help="Do not deliver again the messages the superseded waits consumed: they wait for new ones.",
         )
+
+        fork = sub.add_parser("fork", help="Start a new run from a run's history up to an entry.")
+        fork.add_argument("run_id")
+        fork.add_argument(
+            "--entry", type=int, required=True, help="The root entry it runs fresh from (see `show`)."
+        )
+        fork.add_argument("--reason", required=True)
+        fork.add_argument(
+            "--key",
+            help='The new run\'s key: a JSON list (["a", "b"]) or one string; default <key>~fork-<n>.',
+        )
+        fork.add_argument("--input", help="JSON: the entry (a step) runs with this input instead of its own.")
 
         retry = sub.add_parser("retry-now", help="Retry a step now instead of waiting out its backoff.")
         retry.add_argument("run_id")
@@ -163,6 +176,18 @@ class Command(BaseCommand):
             redeliver=not wait_for_new,
         )  # fmt: skip
         self.stdout.write(f"run {run.id} replays from entry {entry}; it is {run.status}.")
+
+    def do_fork(self, *, run_id, entry, reason, key, input, **_):
+        edit = input is not None
+        value = _json(input, "--input") if edit else None
+        new_key = None if key is None else (_json(key, "--key") if key.lstrip().startswith("[") else [key])
+        fork = operations.fork_run(
+            run_id, entry, actor=_actor(), reason=reason, key=new_key, input=value, edit_input=edit
+        )
+        self.stdout.write(str(fork.id))  # alone on its line, for scripts
+        self.stdout.write(
+            f"forked from run {run_id} at entry {entry} as {json.dumps(fork.key)}; it is {fork.status}."
+        )
 
     def do_retry_now(self, *, run_id, entry, reason, **_):
         operations.retry_now(run_id, entry, actor=_actor(), reason=reason)

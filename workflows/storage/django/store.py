@@ -2,9 +2,9 @@
 
 Its parts, one idea each: runs started, read and sent to (`runs`), claims and leases (`claims`),
 resumed runs' history and commits (`resumes`), runners' presence (`presence`), start options
-and schedules (`schedules`), operators' repairs (`repairs`), all written once over the store's
-connector (`paths` chooses it; `connectors`, `loop_connectors`), which says how a call reaches
-the database. The hot path (commit, claim, heartbeat) is plain SQL named in `statements`, so that
+and schedules (`schedules`), operators' repairs (`repairs`) and forks (`forks`), all written once
+over the store's connector (`paths` chooses it; `connectors`, `loop_connectors`), which says how a
+call reaches the database. The hot path (commit, claim, heartbeat) is plain SQL named in `statements`, so that
 a recorded step costs a handful of statements in one transaction (`writes`); reads use the ORM.
 A store without database threads runs its calls in Django's thread (`DjangoThread`); a
 runner's on PostgreSQL sends its step commits, claims (with the resume reads of the runs they
@@ -20,6 +20,7 @@ from django.conf import settings
 
 from ...core.clock import AnchoredClock, Clock
 from .claims import DjangoClaims
+from .forks import DjangoForks
 from .paths import StorePaths
 from .presence import DjangoPresence
 from .repairs import DjangoRepairs
@@ -29,7 +30,14 @@ from .schedules import DjangoSchedules
 
 
 class DjangoStore(
-    DjangoRuns, DjangoClaims, DjangoResumes, DjangoPresence, DjangoSchedules, DjangoRepairs, StorePaths
+    DjangoRuns,
+    DjangoClaims,
+    DjangoResumes,
+    DjangoPresence,
+    DjangoSchedules,
+    DjangoRepairs,
+    DjangoForks,
+    StorePaths,
 ):
     """With no `db_threads` its calls run in Django's sync thread (`sync_to_async`), sharing the
     caller's connection and transaction, as tests and views need. A runner gives it a pool of
