@@ -3,7 +3,7 @@ admin's run page."""
 
 from django.urls import path
 
-from . import views
+from . import bulk, views
 
 app_name = "inspector"
 
@@ -11,4 +11,9 @@ urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("stats/", views.stats_fragment, name="stats"),
     path("runs/<uuid:run_id>/", views.run, name="run"),
+    path("bulk/", bulk.bulk_view, name="bulk"),
+    path("bulk/recent/", bulk.recent_fragment, name="bulk_recent"),
+    path("bulk/<int:op_id>/", bulk.operation_view, name="bulk_operation"),
+    path("bulk/<int:op_id>/progress/", bulk.progress_fragment, name="bulk_progress"),
+    path("bulk/<int:op_id>/abort/", bulk.abort_view, name="bulk_abort"),
 ]

@@ -14,7 +14,7 @@ from workflows.reads import costs, doctor, limiters, live, stats
 from workflows.reads import decisions as decision_reads
 from workflows.reads import source as read_source
 
-from . import groups, pages, runners
+from . import bulk, groups, pages, runners
 from .access import view_runs_required
 from .actions import choice_url
 
@@ -48,6 +48,7 @@ def dashboard(request):
             decisions=decisions,
             limiters=limiters.limiter_use(),
             groups=groups.group_uses(),
+            **bulk.recent_context(),
         ),
     )
 

@@ -79,6 +79,11 @@ PRUNE_SECONDS (default `600`)
 DOCTOR_SECONDS (default `300`)
     How often each runner runs the doctor's cheap checks (`manage.py workflows doctor`) and sets
     the `workflows_doctor_findings` gauge; `None`: never.
+BULK_SECONDS (default `2`)
+    How often each runner looks for a bulk operation to execute (`workflows.bulk`); `None`:
+    never (then only `manage.py workflows bulk` executes the operations it starts).
+BULK_BATCH (default `200`)
+    Runs a bulk operation acts on per transaction (an abort is seen between two batches).
 PRUNE_BATCH (default `100`)
     Runs deleted per transaction when pruning: short transactions that never hold up a runner.
 MAX_VALUE_BYTES (default `1048576`, 1 MiB)
@@ -172,6 +177,8 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_SECONDS": 600.0,
     "PRUNE_BATCH": 100,
     "DOCTOR_SECONDS": 300.0,
+    "BULK_SECONDS": 2.0,
+    "BULK_BATCH": 200,
     "MAX_VALUE_BYTES": 1024 * 1024,
     "MAX_STREAM_BYTES": 16 * 1024 * 1024,
     "PREPARED_STATEMENTS": True,
@@ -235,6 +242,16 @@ def doctor_seconds() -> float | None:
     """How often a runner runs the doctor's cheap checks; None when it does not."""
     seconds = get("DOCTOR_SECONDS")
     return float(seconds) if seconds else None
+
+
+def bulk_seconds() -> float | None:
+    """How often a runner looks for a bulk operation to execute; None when it does not."""
+    seconds = get("BULK_SECONDS")
+    return float(seconds) if seconds else None
+
+
+def bulk_batch() -> int:
+    return max(1, int(get("BULK_BATCH")))
 
 
 def prune_batch() -> int:

@@ -1,5 +1,6 @@
 """Operators' repairs of a run: replay from a step, retry a step now, cancel, send a message, and
-fork (a new run from the run's history up to an entry).
+fork (a new run from the run's history up to an entry). The same by filter, as a tracked bulk
+operation, is `workflows.bulk.control` (which calls these).
 
 Thin over the store's repair methods, which write each repair and its AuditEntry (who, when,
 what, why) in one transaction. The admin, the API and the commands call these and nothing else,
@@ -69,6 +70,7 @@ def replay_from(
     input: Any = None,
     edit_input: bool = False,
     redeliver: bool = True,
+    bulk_operation: int | None = None,
 ) -> Run:
     """Run the run again from this entry: it and the entries after it in its scope become
     superseded history (kept, with their attempts); earlier entries, waits included, stay. With
@@ -78,20 +80,22 @@ def replay_from(
     transaction."""
     with transaction.atomic():
         conf.default_store().replay(
-            str(run_id), entry_id, audit=Audit(actor=actor, reason=reason), now=_now(),
-            input=input if edit_input else NOT_EDITED, redeliver=redeliver,
+            str(run_id), entry_id, audit=Audit(actor=actor, reason=reason, bulk_operation=bulk_operation),
+            now=_now(), input=input if edit_input else NOT_EDITED, redeliver=redeliver,
         )  # fmt: skip
         _on_repair(str(run_id), repair_rules.REPLAY, entry_id, actor=actor, reason=reason)
     return Run.objects.get(id=run_id)
 
 
-def retry_now(run_id: str, entry_id: int, *, actor: str, reason: str = "") -> Run:
+def retry_now(
+    run_id: str, entry_id: int, *, actor: str, reason: str = "", bulk_operation: int | None = None
+) -> Run:
     """Skip the rest of a step's retry backoff: its next attempt is due now. The workflow's
-    `on_repair` hears of it in the same transaction."""
+    `on_repair` hears of it in the same transaction. `bulk_operation`: the bulk operation it is
+    part of (its audit entry names it)."""
+    audit = Audit(actor=actor, reason=reason, bulk_operation=bulk_operation)
     with transaction.atomic():
-        conf.default_store().retry_now(
-            str(run_id), entry_id, audit=Audit(actor=actor, reason=reason), now=_now()
-        )
+        conf.default_store().retry_now(str(run_id), entry_id, audit=audit, now=_now())
         _on_repair(str(run_id), repair_rules.RETRY_NOW, entry_id, actor=actor, reason=reason)
     return Run.objects.get(id=run_id)
 

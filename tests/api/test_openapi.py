@@ -12,9 +12,9 @@ def test_openapi__every_route_documents_auth_success_and_errors(client):
         for method, op in item.items()
     ]
 
-    assert (
-        len(operations) == 11
-    )  # with POST /api/runs/{id}/fork and GET /api/runs/{id}/streams/{name} (Server-Sent Events)
+    # with POST /api/runs/{id}/fork, GET /api/runs/{id}/streams/{name} (Server-Sent Events) and the
+    # four bulk routes
+    assert len(operations) == 15
     for path, method, op in operations:
         where = f"{method.upper()} {path}"
         assert op.get("security") == [{"ApiKeyAuth": []}], where

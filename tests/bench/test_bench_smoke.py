@@ -167,6 +167,16 @@ def test_run_ids_bench__a_small_history_prints_both_ways(tmp_path, monkeypatch):
     assert len(rows) == 2 and all(" ms |" in row for row in rows), done.stdout
 
 
+@pytest.mark.timeout(300)
+@on_postgresql("bench/bulk.py measures a bulk cancel on PostgreSQL")
+def test_bulk_bench__a_small_bulk_cancel_prints_every_phase(tmp_path, monkeypatch):
+    monkeypatch.setenv("BENCH_BULK_DATABASE", "bench_bulk_smoke")  # never the one people bench in
+    done = run_bench(tmp_path, "bulk.py", "--runs", "300", "--rate", "5", "--phase", "2", "--batch", "50")
+    assert "operation executed" in done.stdout and "300 done, 0 skipped, 0 failed" in done.stdout, done.stdout
+    for phase in ("before", "while the operation executes", "while runs end cancelled", "after"):
+        assert f"  {phase}" in done.stdout, done.stdout
+
+
 @pytest.mark.timeout(600)
 def test_job_cpu_bench__a_few_jobs_print_both_modes_split(tmp_path):
     done = run_bench(tmp_path, "job_cpu.py", "--jobs", "2", "--warmup", "1", "--top", "3")

@@ -248,7 +248,7 @@ async def test_runner__prunes_on_its_own_every_interval(runs):
 def test_runworkflows__wires_the_prune_only_when_retention_prunes(settings):
     from workflows.management.commands.runworkflows import _periodic
 
-    settings.WORKFLOWS = {**settings.WORKFLOWS, "RETENTION": {}, "DOCTOR_SECONDS": None}
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "RETENTION": {}, "DOCTOR_SECONDS": None, "BULK_SECONDS": None}
     assert _periodic() == []
     settings.WORKFLOWS = {**settings.WORKFLOWS, "RETENTION": {"failed": 90}, "PRUNE_SECONDS": None}
     assert _periodic() == []

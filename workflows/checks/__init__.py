@@ -189,6 +189,7 @@ def _check_durations(raw: Mapping) -> list[checks.CheckMessage]:
         "RUN_STREAM_TOKEN_SECONDS",
         "PRUNE_SECONDS",
         "DOCTOR_SECONDS",
+        "BULK_SECONDS",
     ):
         value = raw.get(key)
         if value is None and key != "LEASE_SECONDS":
@@ -227,9 +228,9 @@ def _check_retention(raw: Mapping) -> list[checks.CheckMessage]:
                 id="workflows.E020",
             )
         )
-    for key in ("PRUNE_BATCH", "MAX_VALUE_BYTES", "MAX_STREAM_BYTES"):
+    for key in ("PRUNE_BATCH", "BULK_BATCH", "MAX_VALUE_BYTES", "MAX_STREAM_BYTES"):
         value = raw.get(key, conf.DEFAULTS[key])
-        if value is None and key != "PRUNE_BATCH":
+        if value is None and key not in ("PRUNE_BATCH", "BULK_BATCH"):
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             errors.append(

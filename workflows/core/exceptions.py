@@ -22,6 +22,8 @@
     ├── RunFinished                the run is terminal (completed, failed or cancelled)
     ├── NotApplicable              an operator's repair that does not apply to the run as it is
     │   └── RunBusy                a repair needs the run at rest; a runner holds it now
+    ├── NothingMatches             a bulk action's filter matches no run it applies to
+    ├── OperationNotFound          no bulk operation with that id
     ├── MessageTimeout             a `send(..., wait=True)` got no completion in time
     ├── LeaseLost                  this runner no longer owns the run (another one took it over)
     └── StoreUnavailable           the store could not be reached or gave up on a transaction
@@ -236,6 +238,15 @@ class KeyTaken(BadInput):
 
 class RunBusy(NotApplicable):
     """The run is held by a runner right now; the operation needs it at rest."""
+
+
+class NothingMatches(BadInput):
+    """A bulk action was started on a filter that matches no run the action applies to: no
+    operation is created (the API answers 409 `nothing_matches`; a preview says 0 instead)."""
+
+
+class OperationNotFound(WorkflowError):
+    """No bulk operation with that id."""
 
 
 class MessageTimeout(WorkflowError):

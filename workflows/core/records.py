@@ -350,6 +350,7 @@ class Audit:
 
     actor: str
     reason: str = ""
+    bulk_operation: int | None = None  # the bulk operation it is part of, named in the entry's details
 
     def __post_init__(self) -> None:
         # Refused when it is made, so every store and every caller (API, admin, CLI) refuses

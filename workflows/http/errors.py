@@ -44,6 +44,8 @@ from ..core.exceptions import (
     KeyTaken,
     MessageTimeout,
     NotApplicable,
+    NothingMatches,
+    OperationNotFound,
     RunFinished,
     RunNotFound,
     StoreUnavailable,
@@ -67,6 +69,9 @@ DOMAIN_ERRORS: tuple[tuple[type[WorkflowError], int, str], ...] = (
     # A repair that does not apply to the run in its status (workflows.core.repair_rules); the
     # message is the sentence that says why, detail {"action", "runId", "status"}.
     (NotApplicable, 409, "not_applicable"),
+    # A bulk action whose filter matches no run it applies to: no operation was created.
+    (NothingMatches, 409, "nothing_matches"),
+    (OperationNotFound, 404, "not_found"),
     (MessageTimeout, 504, "timeout"),
     (ValueTooLarge, 413, "too_large"),  # over WORKFLOWS["MAX_VALUE_BYTES"]: detail {"size", "limit"}
     (BadInput, 422, "invalid_request"),

@@ -5,8 +5,10 @@ them (and nothing else does). Statuses, kinds and outcomes are the core's enums.
   that read attempts as history.
 - `messages`: Message (sent to a run), Event (broadcast by it), StreamChunk (streamed by a step), AuditEntry (an operator's action).
 - `operating`: RunnerPresence, ApiKey, Limiter and LimiterSlot, Schedule.
+- `bulk`: BulkOperation (an operator's bulk action) and BulkTarget (a run it acts on).
 """
 
+from .bulk import BulkOperation, BulkTarget
 from .messages import AuditEntry, Event, Message, StreamChunk
 from .operating import ApiKey, Limiter, LimiterSlot, RunnerPresence, Schedule
 from .runs import Attempt, Entry, Run, attempts_in_order, implied_attempts
@@ -15,6 +17,8 @@ __all__ = [
     "ApiKey",
     "Attempt",
     "AuditEntry",
+    "BulkOperation",
+    "BulkTarget",
     "Entry",
     "Event",
     "Limiter",

@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows import checks, conf, doctor
+from workflows.bulk.executor import execute_pending_in_own_thread
 from workflows.core.records import Commit, RunRecord
 from workflows.engine.observers import Observer
 from workflows.engine.runner import Periodic, Runner
@@ -139,8 +140,9 @@ class Tally(Observer):
 
 
 def _periodic() -> list[Periodic]:
-    """The runner's own housekeeping: pruning by WORKFLOWS["RETENTION"] every PRUNE_SECONDS, and
-    the doctor's cheap checks (exported as metrics) every DOCTOR_SECONDS."""
+    """The runner's own housekeeping: pruning by WORKFLOWS["RETENTION"] every PRUNE_SECONDS,
+    the doctor's cheap checks (exported as metrics) every DOCTOR_SECONDS, and the operators'
+    bulk operations (workflows.bulk) every BULK_SECONDS."""
     jobs: list[Periodic] = []
     seconds = conf.prune_seconds()
     if seconds is not None:
@@ -149,6 +151,9 @@ def _periodic() -> list[Periodic]:
     doctor_seconds = conf.doctor_seconds()
     if doctor_seconds is not None:
         jobs.append((doctor_seconds, doctor.check_in_own_thread))
+    bulk_seconds = conf.bulk_seconds()
+    if bulk_seconds is not None:
+        jobs.append((bulk_seconds, execute_pending_in_own_thread))
     return jobs
 
 

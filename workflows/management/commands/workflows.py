@@ -12,6 +12,10 @@ reads the admin and the API use, print. Repairs are audited with the actor `cli:
     workflows schedules
     workflows schedule pause|resume NAME --reason WHY
     workflows doctor [--fix] [--json] [--limit N]
+    workflows bulk cancel|replay|retry-now [--workflow W] [--status S]... [--version V] [--error TEXT]
+                   [--created-after T] [--created-before T] [--concurrency-group G]
+                   (--dry-run | --reason WHY [--yes] [--background])
+    workflows bulk-status OP_ID | bulk-abort OP_ID [--reason WHY]
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from workflows import conf, operations
+from workflows.bulk import control as bulk_control
 from workflows.core.durations import format_duration
 from workflows.core.exceptions import WorkflowError
 from workflows.core.records import RunStatus
 from workflows.http.auth import create_api_key, revoke_api_key
 from workflows.http.parser import parse_json
+from workflows.management import bulk_output
 from workflows.management.doctor_output import DOCTOR_HELP, add_doctor_arguments, doctor
 from workflows.masking import mask, mask_text
 from workflows.reads import runs as run_reads
@@ -54,7 +60,10 @@ def _when(value) -> str:
 
 
 class Command(BaseCommand):
-    help = "Operate workflow runs: API keys, list, show, replay, fork, retry-now, cancel, send; schedules; doctor."
+    help = (
+        "Operate workflow runs: API keys, list, show, replay, fork, retry-now, cancel, send; schedules;"
+        " doctor; bulk actions by filter."
+    )
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="sub", required=True, metavar="SUBCOMMAND")
@@ -117,6 +126,7 @@ class Command(BaseCommand):
         sched.add_argument("--reason", required=True)
 
         add_doctor_arguments(sub.add_parser("doctor", help=DOCTOR_HELP, description=DOCTOR_HELP))
+        bulk_output.add_bulk_arguments(sub)
 
     def handle(self, *args, sub: str, **options):
         handler = getattr(self, f"do_{sub.replace('-', '_')}")
@@ -224,3 +234,21 @@ class Command(BaseCommand):
         )
         after = "paused" if row.paused else f"active, next fire {_when(row.next_fire_at)}"
         self.stdout.write(f"schedule {row.name!r} is {after}.")
+
+    def do_bulk(self, **options):
+        bulk_output.bulk(self.stdout, options=options, actor=_actor(), confirm=_confirm)
+
+    def do_bulk_status(self, *, op_id, **_):
+        bulk_output.write_status(self.stdout, bulk_control.get(op_id))
+
+    def do_bulk_abort(self, *, op_id, reason, **_):
+        op = bulk_control.abort(op_id, actor=_actor(), reason=reason)
+        after = "aborted" if op.finished else "stops after its current batch"
+        self.stdout.write(f"bulk operation {op.id} {after}.")
+
+
+def _confirm(question: str) -> bool:
+    try:
+        return input(question).strip().lower() == "yes"
+    except EOFError:  # no terminal: never taken as a yes
+        return False
