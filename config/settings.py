@@ -236,6 +236,7 @@ WORKFLOWS = {
     # Runners execute operators' bulk operations (manage.py workflows bulk, /dashboard/bulk/).
     "BULK_SECONDS": _optional_number("WORKFLOWS_BULK_SECONDS", "2"),
     "BULK_BATCH": int(os.environ.get("WORKFLOWS_BULK_BATCH", "200")),
+    "BULK_PACE_SECONDS": float(os.environ.get("WORKFLOWS_BULK_PACE_SECONDS", "10")),
     # The largest recorded value (step input or output, state, message body...), as JSON bytes.
     "MAX_VALUE_BYTES": int(os.environ.get("WORKFLOWS_MAX_VALUE_BYTES", str(1024 * 1024))),
     # Model prices, USD per million tokens, by model name: cost on the run page and the dashboard,

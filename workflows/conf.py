@@ -84,6 +84,11 @@ BULK_SECONDS (default `2`)
     never (then only `manage.py workflows bulk` executes the operations it starts).
 BULK_BATCH (default `200`)
     Runs a bulk operation acts on per transaction (an abort is seen between two batches).
+BULK_PACE_SECONDS (default `10`)
+    Before its next batch, a bulk operation waits until a live runner has taken up most of the
+    runs its last batch made due, so other runs' steps never queue behind thousands of them; it
+    stops waiting for the rest of the operation when the runners take up none for this long.
+    `0`: no pacing.
 PRUNE_BATCH (default `100`)
     Runs deleted per transaction when pruning: short transactions that never hold up a runner.
 MAX_VALUE_BYTES (default `1048576`, 1 MiB)
@@ -179,6 +184,7 @@ DEFAULTS: dict[str, Any] = {
     "DOCTOR_SECONDS": 300.0,
     "BULK_SECONDS": 2.0,
     "BULK_BATCH": 200,
+    "BULK_PACE_SECONDS": 10.0,
     "MAX_VALUE_BYTES": 1024 * 1024,
     "MAX_STREAM_BYTES": 16 * 1024 * 1024,
     "PREPARED_STATEMENTS": True,
@@ -252,6 +258,12 @@ def bulk_seconds() -> float | None:
 
 def bulk_batch() -> int:
     return max(1, int(get("BULK_BATCH")))
+
+
+def bulk_pace_seconds() -> float:
+    """How long a bulk operation waits for the runners to take up its last batch's runs before
+    it stops pacing itself to them (workflows.bulk.pacing); 0: it never waits."""
+    return float(get("BULK_PACE_SECONDS") or 0)
 
 
 def prune_batch() -> int:

@@ -28,6 +28,7 @@ from .. import conf
 from ..core.records import Audit
 from ..models import BulkOperation, BulkTarget
 from .actions import BulkAction, Outcomes, action_named
+from .pacing import Pacer
 
 logger = logging.getLogger(__name__)
 
@@ -77,36 +78,40 @@ def execute(
     op = BulkOperation.objects.get(id=op_id)
     bulk = action_named(op.action)
     size = batch_size or conf.bulk_batch()
+    pacer = Pacer(op_id, owner, LEASE_SECONDS, patience=conf.bulk_pace_seconds())
     while True:
         if should_stop is not None and should_stop():
             BulkOperation.objects.filter(id=op_id, lease_owner=owner, status=Status.RUNNING).update(
                 lease_expires_at=_now()
             )
             return BulkOperation.objects.get(id=op_id)
-        op, more = _one_batch(op_id, owner, bulk, size)
+        op, acted_on = _one_batch(op_id, owner, bulk, size)
         if progress is not None:
             progress(op)
-        if not more:
+        if acted_on is None:
             return op
+        pacer.after_batch(acted_on, should_stop)
 
 
-def _one_batch(op_id: int, owner: str, bulk: BulkAction, size: int) -> tuple[BulkOperation, bool]:
+def _one_batch(op_id: int, owner: str, bulk: BulkAction, size: int) -> tuple[BulkOperation, list[str] | None]:
+    """One batch, in one transaction: the operation and the runs the batch acted on, or None
+    when the operation has no batch left (done, aborted, taken over)."""
     now = _now()
     with transaction.atomic():
         op = BulkOperation.objects.select_for_update().get(id=op_id)
         if op.lease_owner != owner or op.finished:  # taken over, or ended meanwhile
-            return op, False
+            return op, None
         if op.abort_requested:
-            return _finish(op, Status.ABORTED, now), False
+            return _finish(op, Status.ABORTED, now), None
         targets = list(op.targets.filter(outcome="").order_by("id")[:size])
         if not targets:
-            return _finish(op, Status.DONE, now), False
+            return _finish(op, Status.DONE, now), None
         ids = [str(t.run_id) for t in targets]
         outcomes = bulk.apply(ids, Audit(actor=op.actor, reason=op.reason, bulk_operation=op.id))
         _record(op, targets, outcomes)
         op.lease_expires_at = now + dt.timedelta(seconds=LEASE_SECONDS)
         op.save(update_fields=["done", "skipped", "failed", "lease_expires_at"])
-    return op, True
+    return op, [i for i in ids if i not in outcomes.skipped and i not in outcomes.failed]
 
 
 def _record(op: BulkOperation, targets: list[BulkTarget], outcomes: Outcomes) -> None:
