@@ -21,7 +21,13 @@ from workflows.models import BulkTarget, Run, RunnerPresence
 def runner_alive(db):
     now = conf.default_store().shared_clock.now()
     RunnerPresence.objects.create(
-        owner="runner:test", host="here", pid=1, started_at=now, last_seen=now, lease_seconds=60, concurrency=4
+        owner="runner:test",
+        host="here",
+        pid=1,
+        started_at=now,
+        last_seen=now,
+        lease_seconds=60,
+        concurrency=4,
     )
 
 
@@ -54,14 +60,17 @@ def batches_due_at_each_batch(op, run_ids: list[str]) -> list[int]:
     def progress(op) -> None:
         seen.append(still_due(done_before))
         done_before[:] = [
-            str(i) for i in BulkTarget.objects.filter(operation=op, outcome="done").values_list("run_id", flat=True)
+            str(i)
+            for i in BulkTarget.objects.filter(operation=op, outcome="done").values_list("run_id", flat=True)
         ]
 
     execute(op, batch_size=4, progress=progress, should_stop=lambda: claim_one(run_ids))
     return seen
 
 
-def test_waits_for_the_runners_to_take_up_the_last_batch_before_the_next(api, registry, runner_alive, patience):
+def test_waits_for_the_runners_to_take_up_the_last_batch_before_the_next(
+    api, registry, runner_alive, patience
+):
     patience(30)
     run_ids = waiting_runs(api, registry, 12)
     op = control.start("cancel", WAITING, actor="ops", reason="called off", expected_count=12)
