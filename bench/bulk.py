@@ -12,7 +12,8 @@ It prints the operation's time and rate, the time until every parked run is canc
 trickle's latency (a run's start to its end, p50/p95) before, while the operation executes, while
 the runner finishes the cancelled runs, and after.
 
-    .venv/bin/python bench/bulk.py [--runs 10000] [--rate 20] [--batch 200] [--keep]
+    .venv/bin/python bench/bulk.py [--runs 10000] [--rate 20] [--batch 200] [--pace 10] [--keep]
+    .venv/bin/python bench/bulk.py --pace 0     # the same, the operation not paced to the runner
 """
 
 from __future__ import annotations
@@ -140,6 +141,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=20.0, help="tick runs started a second")
     parser.add_argument("--batch", type=int, default=200, help="WORKFLOWS_BULK_BATCH")
+    parser.add_argument(
+        "--pace", type=float, default=10.0, help="WORKFLOWS_BULK_PACE_SECONDS (0: the operation is not paced)"
+    )
     parser.add_argument("--phase", type=float, default=10.0, help="seconds of trickle before and after")
     parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
@@ -158,7 +162,11 @@ def main() -> None:
 
     settings.WORKFLOWS["BULK_BATCH"] = args.batch
     park(args.runs)
-    runner_env = {**env(), "WORKFLOWS_BULK_BATCH": str(args.batch)}
+    runner_env = {
+        **env(),
+        "WORKFLOWS_BULK_BATCH": str(args.batch),
+        "WORKFLOWS_BULK_PACE_SECONDS": str(args.pace),
+    }
     runner = subprocess.Popen(
         [sys.executable, "manage.py", "runworkflows", "--concurrency", "16"], cwd=ROOT, env=runner_env,
     )  # fmt: skip
@@ -191,7 +199,10 @@ def main() -> None:
 
     execution = (op.finished_at - op.started_at).total_seconds()
     print(f"bench/bulk.py  {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC  load average {os.getloadavg()}")
-    print(f"PostgreSQL; {args.runs} waiting runs; batch {args.batch}; trickle {args.rate:g} one-step runs/s")
+    print(
+        f"PostgreSQL; {args.runs} waiting runs; batch {args.batch}; pace {args.pace:g} s"
+        f"{' (not paced)' if not args.pace else ''}; trickle {args.rate:g} one-step runs/s"
+    )
     print(f"start (snapshot of {op.total} runs): {started:.2f} s")
     print(f"operation executed: {execution:.2f} s = {op.done / execution:,.0f} runs/s "
           f"({op.done} done, {op.skipped} skipped, {op.failed} failed)")  # fmt: skip
