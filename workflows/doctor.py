@@ -26,6 +26,7 @@ from .engine.children import child_queue, report_to_parent
 from .models import Entry, LimiterSlot, Message, Run
 from .reads import doctor as checks
 from .storage.django import notify
+from .storage.django.reconnect import reconnecting
 from .storage.django.repairs import write_audit
 from .telemetry import metrics
 
@@ -168,6 +169,7 @@ async def check_in_own_thread() -> list[checks.Finding]:
     """For the runner's periodic check (WORKFLOWS["DOCTOR_SECONDS"]): in a worker thread with its
     own connection, closed after, never in the runner's database threads."""
 
+    @reconnecting  # the database out of reach: StoreUnavailable, logged in one line
     def work() -> list[checks.Finding]:
         try:
             return check_and_export()

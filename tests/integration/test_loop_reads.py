@@ -212,18 +212,29 @@ def test_a_connection_cut_under_it_says_unavailable_and_the_next_call_reconnects
 def test_a_call_cancelled_mid_way_drops_the_connection_and_the_next_one_works(store):
     [run_id] = create(1)
 
-    async def go():
+    async def cancelled_mid_way() -> bool:
+        """One call cancelled after it has sent its statements; whether the cancel landed (on a
+        loaded machine the answer can be in before the cancel, and then there is nothing to see)."""
         await store.aload_resume(run_id)
         first = store.connector.reads.connection.current
         call = asyncio.ensure_future(store.aload_resume(run_id))
         await asyncio.sleep(0)  # it has sent its statements
         call.cancel()
-        with pytest.raises(asyncio.CancelledError):
+        try:
             await call
-        assert first.closed  # not left mid-pipeline for the next call
-        return await store.aload_resume(run_id)
+        except asyncio.CancelledError:
+            assert first.closed  # not left mid-pipeline for the next call
+            assert await store.aload_resume(run_id) == ([], [])
+            return True
+        return False
 
-    assert asyncio.run(go()) == ([], [])
+    async def go() -> bool:
+        for _ in range(20):
+            if await cancelled_mid_way():
+                return True
+        return False
+
+    assert asyncio.run(go()), "no cancel landed mid-call in 20 tries"
 
 
 def test_off():

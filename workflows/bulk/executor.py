@@ -27,6 +27,7 @@ from django.db.models.functions import Coalesce
 from .. import conf
 from ..core.records import Audit
 from ..models import BulkOperation, BulkTarget
+from ..storage.django.reconnect import reconnecting
 from .actions import BulkAction, Outcomes, action_named
 from .pacing import Pacer
 
@@ -166,6 +167,7 @@ async def execute_pending_in_own_thread() -> int:
     lets the current batch finish and gives the operation's lease up."""
     stop = threading.Event()
 
+    @reconnecting  # the database out of reach: StoreUnavailable, logged in one line
     def work() -> int:
         try:
             return execute_pending(should_stop=stop.is_set)

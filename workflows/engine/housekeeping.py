@@ -9,6 +9,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 
+from ..core.exceptions import StoreUnavailable
 from .observers import Observer, RunnerSample
 
 logger = logging.getLogger("workflows.engine.runner")  # the runner's own log, as operators filter it
@@ -22,11 +23,14 @@ async def every(
     seconds: float, job: Callable[[], Awaitable[object]], *, owner: str, stopping: Callable[[], bool]
 ) -> None:
     """Call `job` every `seconds`, the first time at a random point of the first interval, so
-    runners started together do not all do it at once. A failure is logged and waits its turn."""
+    runners started together do not all do it at once. A failure is logged and waits its turn:
+    the database out of reach (StoreUnavailable) in one line, as the runner's own calls do."""
     await asyncio.sleep(random.uniform(0, seconds))
     while not stopping():
         try:
             await job()
+        except StoreUnavailable as exc:
+            logger.warning("runner %s: periodic %r: %s; next in %.0fs", owner, job, exc, seconds)
         except Exception:
             logger.exception("runner %s: periodic %r failed; next in %.0fs", owner, job, seconds)
         await asyncio.sleep(seconds)

@@ -30,6 +30,7 @@ from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
 
 from ...core.retention import PRUNABLE, Retention
+from .reconnect import reconnecting
 from .rows import timestamp
 from .statements.postgres import PRUNE_LOCK, PRUNE_UNLOCK
 from .statements.shared import (
@@ -148,6 +149,7 @@ async def prune_in_own_thread(retention: Retention, *, batch_size: int) -> Prune
 
     stop = threading.Event()
 
+    @reconnecting  # the database out of reach: StoreUnavailable, logged in one line
     def work() -> PruneReport:
         try:
             return prune(retention, batch_size=batch_size, should_stop=stop.is_set)
