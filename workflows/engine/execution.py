@@ -252,8 +252,8 @@ class Execution(RunBody):
         if not decision.settled and not self.compensating:
             if self.cancel_requested:
                 raise Cancelled()
-            elif self.interrupt_requested:
-                raise Interrupted()
+            elif self.interrupt_requested or (self._pipeline is not None and self._pipeline.hold):
+                raise Interrupted()  # handed back: paused when an operator paused the run
         return decision
 
     def check_lease(self) -> None:

@@ -39,9 +39,13 @@ def _typed(kind: str, on_pg: bool) -> str:
 
 WAS = "started_at AS was_started, status AS was_status, lease_owner AS was_owner, wake_at AS was_due"
 CLAIM_ORDER = "priority DESC, wake_at, id"  # higher priority first, FIFO within one (the claim index)
+# Claims skip the runs of paused workflows (`WorkflowPause`: a few rows, read by primary key). A
+# paused run needs no test: it has no wake time and its status is not one a claim takes.
+NOT_PAUSED = "NOT EXISTS (SELECT 1 FROM workflows_workflowpause p WHERE p.workflow = {name})"
 CLAIM_DUE = (
     f"SELECT id AS claim_id, {WAS} FROM workflows_run WHERE wake_at <= %s"
-    f" AND status IN (%s, %s, %s) AND workflow IN ({{names}}) ORDER BY {CLAIM_ORDER} LIMIT %s"
+    f" AND status IN (%s, %s, %s) AND workflow IN ({{names}})"
+    f" AND {NOT_PAUSED.format(name='workflows_run.workflow')} ORDER BY {CLAIM_ORDER} LIMIT %s"
 )
 # PostgreSQL: the same pick, read per workflow. The claim index (workflow, priority, wake_at, id)
 # yields claim order within one workflow only: ORDER BY over `workflow IN (...)` read and sorted
@@ -66,6 +70,7 @@ CLAIM_GROUPED = (
     " due AS (SELECT r.id, r.workflow, CASE WHEN r.cancel_requested THEN NULL ELSE r.concurrency_group END AS g,"
     " r.priority, r.wake_at FROM workflows_run r"
     " WHERE r.wake_at <= %s AND r.status IN (%s, %s, %s) AND r.workflow IN ({names})"
+    f" AND {NOT_PAUSED.format(name='r.workflow')}"
     " AND (r.cancel_requested OR NOT EXISTS (SELECT 1 FROM busy JOIN caps ON caps.workflow = r.workflow"
     " WHERE busy.g = r.concurrency_group AND busy.n >= caps.cap))"
     f" ORDER BY {CLAIM_ORDER} LIMIT %s),"
@@ -156,8 +161,13 @@ def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple
 
 # Every commit starts with it: the run's update behind its fence (`fence`), which also locks the
 # run row, so a sender racing with a suspension either lands before it (and is seen) or wakes it after.
+# Its third column, `hold`: an operator asked the run to pause, or paused its workflow, since its
+# runner claimed it; the runner stops driving it at its next entry (`CommitResult.hold`).
+HOLD = f"(pause_requested OR {NOT_PAUSED.format(name='workflows_run.workflow').removeprefix('NOT ')})"
 FENCED_RUN_UPDATE = (
-    "UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group"
+    "UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group, "
+    + HOLD
+    + " AS hold"
 )
 
 
@@ -180,15 +190,27 @@ def run_update(commit: Commit, now: dt.datetime, on_pg: bool) -> tuple[str, list
         sets.append(f"state = {_typed('jsonb', on_pg)}")
         params.append(j(commit.state))
     transition = commit.transition
-    if transition is not None:  # only a transition moves an indexed column (see Run.transitioned_at)
-        sets += ["status = %s", "transitioned_at = %s", "held_at = NULL"]
-        params += [transition.status, t(now)]
-        if transition.status in TERMINAL:
-            sets += ["wake_at = NULL", "lease_owner = ''", "finished_at = %s", "result = %s", "error = %s"]
-            params += [t(now), j(transition.result), j(transition.error)]
-        else:  # waiting, or released (pending)
-            sets += ["wake_at = %s", "lease_owner = ''"]
-            params.append(t(transition.wake_at))
+    if transition is None:
+        return ", ".join(sets), params
+    # only a transition moves an indexed column (see Run.transitioned_at)
+    sets += ["transitioned_at = %s", "held_at = NULL", "pause_requested = FALSE"]
+    params.append(t(now))
+    if transition.status in TERMINAL:
+        sets += ["status = %s", "wake_at = NULL", "lease_owner = ''", "finished_at = %s", "result = %s"]
+        sets += ["error = %s"]
+        params += [transition.status, t(now), j(transition.result), j(transition.error)]
+    elif transition.status == RunStatus.PAUSED:  # a step out of retries, `on_exhausted="pause"`
+        sets += ["status = %s", "wake_at = NULL", "paused_due_at = %s", "lease_owner = ''"]
+        params += [transition.status, t(transition.wake_at)]
+    else:  # waiting, or released (pending); paused instead when an operator asked meanwhile
+        text, when = _typed("text", on_pg), _typed("timestamptz", on_pg)
+        sets += [
+            f"status = CASE WHEN pause_requested THEN {text} ELSE {text} END",
+            f"wake_at = CASE WHEN pause_requested THEN NULL ELSE {when} END",
+            f"paused_due_at = CASE WHEN pause_requested THEN {when} ELSE NULL END",
+            "lease_owner = ''",
+        ]
+        params += [RunStatus.PAUSED, transition.status, t(transition.wake_at), t(transition.wake_at)]
     return ", ".join(sets), params
 
 
@@ -325,7 +347,7 @@ WAKE_RUN = "UPDATE workflows_run SET wake_at = %s WHERE id = %s"
 WAKE_FOR_MESSAGE = (
     "UPDATE workflows_run SET wake_at = CASE WHEN status IN (%s, %s) THEN %s ELSE wake_at END,"
     " priority = COALESCE(CAST(%s AS SMALLINT), priority)"
-    " WHERE id = %s AND status IN (%s, %s, %s)"
+    " WHERE id = %s AND status IN (%s, %s, %s, %s)"  # TAKES_MESSAGES: a paused run reads it on resume
 )
 INSERT_MESSAGE = (
     "INSERT INTO workflows_message (run_id, queue, body, sent_at, trace_context) VALUES (%s, %s, %s, %s, %s)"
