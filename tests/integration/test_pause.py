@@ -35,8 +35,33 @@ async def napping(ctx):
     return await ctx.step("b", record)
 
 
+FLAKY: list[bool] = []  # True: step "call" fails
+
+
+def call(step):
+    RAN.append(step.name)
+    if FLAKY and FLAKY[0]:
+        raise RuntimeError("vendor down")
+    return "ok"
+
+
+async def calling(ctx):
+    await ctx.step("a", record)
+    return await ctx.step("call", call, max_retries=1, retry_backoff_base=0.0)
+
+
+async def calling_fail(ctx):
+    await ctx.step("a", record)
+    return await ctx.step("call", call, max_retries=1, retry_backoff_base=0.0, on_exhausted="fail")
+
+
 REGISTRY = setup(
-    use={"gated": workflow(gated, queues={"go": queue()}), "napping": workflow(napping)},
+    use={
+        "gated": workflow(gated, queues={"go": queue()}),
+        "napping": workflow(napping),
+        "calling": workflow(calling, on_exhausted="pause"),
+        "calling_fail": workflow(calling_fail, on_exhausted="pause"),
+    },
 )
 
 
@@ -45,6 +70,7 @@ def registry(settings):
     settings.WORKFLOWS = {**settings.WORKFLOWS, "REGISTRIES": ["tests.integration.test_pause.REGISTRY"]}
     conf.registry.cache_clear()
     RAN.clear()
+    FLAKY[:] = [True]
     yield
     conf.registry.cache_clear()
 
@@ -206,3 +232,34 @@ def test_a_running_run_is_asked_and_a_commit_hands_it_back_paused():
     assert (run.status, run.wake_at, run.paused_due_at, run.lease_owner) == ("paused", None, now, "")
     assert not run.pause_requested and claimed.id == run_id
     assert connection.vendor in ("sqlite", "postgresql")
+
+
+def test_on_exhausted_pause_holds_the_run_for_an_operator_and_resume_tries_the_step_again():
+    run_id = start("calling")
+    run_until_idle(REGISTRY)
+    run = Run.objects.get(id=run_id)
+    assert run.status == "paused" and run.wake_at is None and RAN == ["a", "call", "call"]
+    step = run.entries.get(name="call")
+    assert step.status == "retrying" and step.error["kind"] == "exhausted" and step.error["paused"]
+    assert step.error["message"] == "vendor down"
+
+    operations.resume_run(run_id, actor="ops")  # still failing: one more attempt, paused again
+    run_until_idle(REGISTRY)
+    assert Run.objects.get(id=run_id).status == "paused" and RAN.count("call") == 3
+
+    FLAKY[:] = [False]  # fixed: retry now runs it at once and the run goes on
+    operations.retry_now(run_id, step.id, actor="ops", reason="vendor back")
+    run_until_idle(REGISTRY)
+    run = Run.objects.get(id=run_id)
+    assert run.status == "completed" and run.result == "ok" and RAN.count("call") == 4
+
+
+def test_a_steps_own_on_exhausted_overrides_the_workflows():
+    run_id = start("calling_fail")
+    run_until_idle(REGISTRY)
+    assert Run.objects.get(id=run_id).status == "failed"
+
+
+def test_on_exhausted_takes_fail_or_pause_only():
+    with pytest.raises(ValueError, match="on_exhausted"):
+        workflow(calling, on_exhausted="stop")

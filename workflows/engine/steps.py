@@ -20,7 +20,7 @@ from ..core.limits import Limiter
 from ..core.recorder import Recorder, StepRecorder
 from ..core.records import AttemptWrite, Commit, EntryKind, EntryStatus, EntryWrite, Outcome
 from ..core.replay import Action, Decision
-from ..core.retry import RetryPolicy
+from ..core.retry import RetryPolicy, check_on_exhausted
 from ..core.signals import Aborted, Suspend
 from ..core.values import ErrorEvent, StepErrorInfo, error_info
 from .step_context import StepContext, call_on_error
@@ -61,6 +61,7 @@ async def step(
     retry_backoff_max: float,
     rollback: Callable[..., Any] | None = None,
     limit: str | None = None,
+    on_exhausted: str | None = None,
 ) -> Any:
     """`ctx.step`: the replay decision first (a recorded result returns at once), then one attempt
     (`_attempt`) and its record: the result, or the failure with its retry or its end."""
@@ -72,7 +73,9 @@ async def step(
         backoff_base=retry_backoff_base,
         backoff_max=retry_backoff_max,
         retry_on_timeout=retry_on_timeout,
+        on_exhausted=str(on_exhausted or getattr(getattr(ex, "definition", None), "on_exhausted", "fail")),
     )
+    check_on_exhausted(policy.on_exhausted)
     decision = enter_step(ex, scope, name, input)
     if decision.action == Action.REPLAY:
         if rollback is not None:
@@ -80,7 +83,9 @@ async def step(
         return decision.value
 
     attempt, input = decision.attempt, decision.input
-    if attempt > policy.max_retries + 1:  # cut-off (lost) attempts used up its retries
+    held = decision.recorded is not None and bool((decision.recorded.error or {}).get("paused"))
+    if attempt > policy.max_retries + 1 and not held:  # cut-off (lost) attempts used up its retries
+        # (an entry held by on_exhausted="pause" and resumed gets one more attempt per resume)
         await _give_up_after_lost_attempts(
             ex, scope, name, decision.position, decision.entry_id, input, attempt
         )
@@ -230,7 +235,12 @@ async def _record_failure(ex: StepRecorder, policy: RetryPolicy, tried: _Tried) 
         error=error,
     )
     c = call_on_error(ex, ErrorEvent(rollback=info) if ex.compensating else ErrorEvent(step=info))
-    if decision.will_retry:
+    held = decision.kind == "exhausted" and policy.on_exhausted == "pause" and not ex.compensating
+    if held:  # out of retries: the run is paused, its step due for one more attempt on resume
+        retry_at = tried.finished
+        entry.status, entry.wake_at = EntryStatus.RETRYING, retry_at
+        entry.error = {**error, "kind": "exhausted", "paused": True}
+    elif decision.will_retry:
         entry.status, entry.wake_at, entry.error = EntryStatus.RETRYING, retry_at, error
     else:
         entry.status, entry.error = EntryStatus.FAILED, {**error, "kind": decision.kind}
@@ -249,7 +259,9 @@ async def _record_failure(ex: StepRecorder, policy: RetryPolicy, tried: _Tried) 
         ex.state.clear()
         ex.state.update(c.state)
     await ex.commit(commit)
-    if decision.will_retry:
+    if held:
+        ex.hold_exhausted(entry.name)
+    if decision.will_retry or held:
         raise Suspend(retry_at)
     raise StepFailed(entry.name, decision.kind or "exhausted", entry.error)
 
