@@ -23,6 +23,7 @@ from ..core.replay import Action, Decision
 from ..core.retry import RetryPolicy, check_on_exhausted
 from ..core.signals import Aborted, Suspend
 from ..core.values import ErrorEvent, StepErrorInfo, error_info
+from .lost_attempts import give_up_after_lost_attempts as _give_up_after_lost_attempts
 from .step_context import StepContext, call_on_error
 
 STEP_MARK_AFTER = 0.5  # seconds a step runs before it is marked `running` in the store
@@ -84,8 +85,7 @@ async def step(
 
     attempt, input = decision.attempt, decision.input
     held = decision.recorded is not None and bool((decision.recorded.error or {}).get("paused"))
-    if attempt > policy.max_retries + 1 and not held:  # cut-off (lost) attempts used up its retries
-        # (an entry held by on_exhausted="pause" and resumed gets one more attempt per resume)
+    if attempt > policy.max_retries + 1 and not held:  # lost attempts used up its retries (held: resumed)
         await _give_up_after_lost_attempts(
             ex, scope, name, decision.position, decision.entry_id, input, attempt
         )
@@ -237,9 +237,8 @@ async def _record_failure(ex: StepRecorder, policy: RetryPolicy, tried: _Tried) 
     c = call_on_error(ex, ErrorEvent(rollback=info) if ex.compensating else ErrorEvent(step=info))
     held = decision.kind == "exhausted" and policy.on_exhausted == "pause" and not ex.compensating
     if held:  # out of retries: the run is paused, its step due for one more attempt on resume
-        retry_at = tried.finished
-        entry.status, entry.wake_at = EntryStatus.RETRYING, retry_at
-        entry.error = {**error, "kind": "exhausted", "paused": True}
+        retry_at, entry.status, entry.error = tried.finished, EntryStatus.RETRYING, {**error, "paused": True}
+        entry.wake_at, entry.error["kind"] = retry_at, "exhausted"
     elif decision.will_retry:
         entry.status, entry.wake_at, entry.error = EntryStatus.RETRYING, retry_at, error
     else:
@@ -264,25 +263,6 @@ async def _record_failure(ex: StepRecorder, policy: RetryPolicy, tried: _Tried) 
     if decision.will_retry or held:
         raise Suspend(retry_at)
     raise StepFailed(entry.name, decision.kind or "exhausted", entry.error)
-
-
-async def _give_up_after_lost_attempts(
-    ex: Recorder, scope: str, name: str, position: int, entry_id: int | None, input: Any, attempt: int
-) -> None:
-    """A step whose attempts keep being cut off (say it kills its runner) fails once its retries
-    are used up, as an exhausted step would, instead of running forever."""
-    now = ex.clock.now()
-    error = {
-        "name": "AttemptLost",
-        "message": f"step {name!r}: its attempts were cut off {attempt - 1} time(s); no retries are left",
-        "kind": "exhausted",
-    }
-    entry = EntryWrite(
-        id=entry_id, scope=scope, position=position, name=name, kind=EntryKind.STEP, status=EntryStatus.FAILED,
-        input=input, finished_at=now, attempts=attempt - 1, error=error,
-    )  # fmt: skip
-    await ex.commit(Commit(entries=[(entry, None)]))
-    raise StepFailed(name, "exhausted", error)
 
 
 async def _admit(

@@ -12,6 +12,7 @@ from typing import Any
 
 from ....core.records import LIVE, TERMINAL, AttemptWrite, Commit, EntryWrite, RunStatus
 from ..values import j, marks, pg, rid, t
+from .pausing import HOLD, NOT_PAUSED, unless_paused
 
 SELECT_RUN = "SELECT {columns} FROM workflows_run WHERE id = %s"
 SELECT_RUN_BY_KEY = "SELECT {columns} FROM workflows_run WHERE workflow = %s AND key_hash = %s"
@@ -39,9 +40,6 @@ def _typed(kind: str, on_pg: bool) -> str:
 
 WAS = "started_at AS was_started, status AS was_status, lease_owner AS was_owner, wake_at AS was_due"
 CLAIM_ORDER = "priority DESC, wake_at, id"  # higher priority first, FIFO within one (the claim index)
-# Claims skip the runs of paused workflows (`WorkflowPause`: a few rows, read by primary key). A
-# paused run needs no test: it has no wake time and its status is not one a claim takes.
-NOT_PAUSED = "NOT EXISTS (SELECT 1 FROM workflows_workflowpause p WHERE p.workflow = {name})"
 CLAIM_DUE = (
     f"SELECT id AS claim_id, {WAS} FROM workflows_run WHERE wake_at <= %s"
     f" AND status IN (%s, %s, %s) AND workflow IN ({{names}})"
@@ -161,14 +159,8 @@ def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple
 
 # Every commit starts with it: the run's update behind its fence (`fence`), which also locks the
 # run row, so a sender racing with a suspension either lands before it (and is seen) or wakes it after.
-# Its third column, `hold`: an operator asked the run to pause, or paused its workflow, since its
-# runner claimed it; the runner stops driving it at its next entry (`CommitResult.hold`).
-HOLD = f"(pause_requested OR {NOT_PAUSED.format(name='workflows_run.workflow').removeprefix('NOT ')})"
-FENCED_RUN_UPDATE = (
-    "UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group, "
-    + HOLD
-    + " AS hold"
-)
+# Its third column, `hold`: the run or its workflow was paused since its claim (`CommitResult.hold`).
+FENCED_RUN_UPDATE = f"UPDATE workflows_run SET {{sets}} WHERE {{where}} RETURNING cancel_requested, concurrency_group, {HOLD} AS hold"
 
 
 def fence(run: Any, owner: str, commit: Commit) -> tuple[str, list[Any]]:
@@ -203,14 +195,9 @@ def run_update(commit: Commit, now: dt.datetime, on_pg: bool) -> tuple[str, list
         sets += ["status = %s", "wake_at = NULL", "paused_due_at = %s", "lease_owner = ''"]
         params += [transition.status, t(transition.wake_at)]
     else:  # waiting, or released (pending); paused instead when an operator asked meanwhile
-        text, when = _typed("text", on_pg), _typed("timestamptz", on_pg)
-        sets += [
-            f"status = CASE WHEN pause_requested THEN {text} ELSE {text} END",
-            f"wake_at = CASE WHEN pause_requested THEN NULL ELSE {when} END",
-            f"paused_due_at = CASE WHEN pause_requested THEN {when} ELSE NULL END",
-            "lease_owner = ''",
-        ]
-        params += [RunStatus.PAUSED, transition.status, t(transition.wake_at), t(transition.wake_at)]
+        more_sets, more_params = unless_paused(transition.status, t(transition.wake_at), on_pg)
+        sets += more_sets
+        params += more_params
     return ", ".join(sets), params
 
 
