@@ -93,10 +93,11 @@ class DjangoPauses:
             row = WorkflowPause.objects.select_for_update().filter(workflow=workflow).first()
             if row is None:
                 raise NotApplicable(f"The workflow {workflow!r} is not paused.")
+            record = _record(row)  # before the delete, which clears the row's key (its name)
             row.delete()
             _audit_unfinished(workflow, AuditAction.RESUME_WORKFLOW, audit, now)
             notify_now()
-        return _record(row)
+        return record
 
     def paused_workflows(self) -> list[WorkflowPauseRecord]:
         """The paused workflows, by name, each with its count of runs paused one by one."""
