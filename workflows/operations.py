@@ -1,5 +1,5 @@
-"""Operators' repairs of a run: replay from a step, retry a step now, cancel, send a message, and
-fork (a new run from the run's history up to an entry). The same by filter, as a tracked bulk
+"""Operators' repairs of a run: replay from a step, retry a step now, cancel, send a message,
+fork (a new run from the run's history up to an entry), and pause and resume (a run, a workflow). The same by filter, as a tracked bulk
 operation, is `workflows.bulk.control` (which calls these).
 
 Thin over the store's repair methods, which write each repair and its AuditEntry (who, when,
@@ -21,6 +21,7 @@ from . import conf
 from .core import forks, repair_rules
 from .core.exceptions import BadInput, EntryNotFound, WorkflowError
 from .core.jsonvalue import normalize, storable_text
+from .core.pauses import WorkflowPauseRecord
 from .core.records import CHILD_QUEUE_PREFIX, NOT_EDITED, Audit, AuditAction, OutgoingMessage
 from .core.schedules import ScheduleRecord
 from .engine.definition import Workflow
@@ -216,6 +217,38 @@ def cancel(run_id: str, *, actor: str, reason: str = "") -> Run:
     """A waiting run ends cancelled at once, a running one at its next entry."""
     conf.default_store().cancel(str(run_id), audit=Audit(actor=actor, reason=reason), now=_now())
     return Run.objects.get(id=run_id)
+
+
+def pause_run(run_id: str, *, actor: str, reason: str = "", bulk_operation: int | None = None) -> Run:
+    """A waiting run is paused at once (its due time kept), a running one at its next entry: its
+    step in flight finishes and records its result first. No runner claims it until resumed."""
+    audit = Audit(actor=actor, reason=reason, bulk_operation=bulk_operation)
+    conf.default_store().pause(str(run_id), audit=audit, now=_now())
+    return Run.objects.get(id=run_id)
+
+
+def resume_run(run_id: str, *, actor: str, reason: str = "", bulk_operation: int | None = None) -> Run:
+    """A paused run is due again at its kept due time, at once if that passed while it was paused."""
+    audit = Audit(actor=actor, reason=reason, bulk_operation=bulk_operation)
+    conf.default_store().resume(str(run_id), audit=audit, now=_now())
+    return Run.objects.get(id=run_id)
+
+
+def pause_workflow(name: str, *, actor: str, reason: str = "") -> WorkflowPauseRecord:
+    """No run of workflow `name` is claimed until it is resumed; its runs running now stop at their
+    next entry. Any name: a workflow this server does not declare may still have runs."""
+    if not name or len(name) > 200:
+        raise BadInput("a workflow name is 1 to 200 characters")
+    return conf.default_store().pause_workflow(name, audit=Audit(actor=actor, reason=reason), now=_now())
+
+
+def resume_workflow(name: str, *, actor: str, reason: str = "") -> WorkflowPauseRecord:
+    """Its runs are claimed again (runs paused one by one stay paused)."""
+    return conf.default_store().resume_workflow(name, audit=Audit(actor=actor, reason=reason), now=_now())
+
+
+def paused_workflows() -> list[WorkflowPauseRecord]:
+    return conf.default_store().paused_workflows()
 
 
 def record_refusal(

@@ -14,7 +14,7 @@ def test_openapi__every_route_documents_auth_success_and_errors(client):
 
     # with POST /api/runs/{id}/fork, GET /api/runs/{id}/streams/{name} (Server-Sent Events) and the
     # four bulk routes
-    assert len(operations) == 15
+    assert len(operations) == 20
     for path, method, op in operations:
         where = f"{method.upper()} {path}"
         assert op.get("security") == [{"ApiKeyAuth": []}], where

@@ -10,12 +10,13 @@ from workflows.core.exceptions import BadInput, NotApplicable, RunBusy
 from workflows.core.records import RunStatus
 
 EXPECTED = {
-    "pending": {"replay": True, "retry_now": True, "cancel": True},
-    "running": {"replay": False, "retry_now": True, "cancel": True},
-    "waiting": {"replay": True, "retry_now": True, "cancel": True},
-    "completed": {"replay": True, "retry_now": False, "cancel": False},
-    "failed": {"replay": True, "retry_now": False, "cancel": False},
-    "cancelled": {"replay": True, "retry_now": False, "cancel": False},
+    "pending": {"replay": True, "retry_now": True, "cancel": True, "pause": True, "resume": False},
+    "running": {"replay": False, "retry_now": True, "cancel": True, "pause": True, "resume": False},
+    "waiting": {"replay": True, "retry_now": True, "cancel": True, "pause": True, "resume": False},
+    "paused": {"replay": True, "retry_now": True, "cancel": True, "pause": False, "resume": True},
+    "completed": {"replay": True, "retry_now": False, "cancel": False, "pause": False, "resume": False},
+    "failed": {"replay": True, "retry_now": False, "cancel": False, "pause": False, "resume": False},
+    "cancelled": {"replay": True, "retry_now": False, "cancel": False, "pause": False, "resume": False},
 }
 
 
@@ -34,7 +35,7 @@ def test_a_refusal_is_one_sentence_naming_the_action_and_the_status(action, stat
         repair_rules.check(action, "r1", status)  # raises nothing
         return
     assert refusal is not None and refusal.endswith(".") and status in refusal
-    assert refusal.split()[0] in ("Replay", "Retry", "Cancel")
+    assert refusal.split()[0] in ("Replay", "Retry", "Cancel", "Pause", "Resume")
     with pytest.raises(NotApplicable) as refused:
         repair_rules.check(action, "r1", status)
     assert str(refused.value) == refusal
@@ -56,5 +57,5 @@ def test_retry_now_needs_the_step_waiting_to_retry():
 
 
 def test_an_unknown_action_is_a_programming_error():
-    with pytest.raises(ValueError, match="unknown repair 'pause'"):
-        repair_rules.why_not("pause", "waiting")
+    with pytest.raises(ValueError, match="unknown repair 'halt'"):
+        repair_rules.why_not("halt", "waiting")

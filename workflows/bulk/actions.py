@@ -7,8 +7,7 @@ returns `Outcomes`: the runs it skipped because the action no longer applies to 
 the sentence that says why) and those it failed on (with the error). Every other run was done.
 `one_by_one` turns a single-run function into a batch function (each run in its own savepoint).
 
-Pause and resume slot in as two entries once `operations.pause_run` / `operations.resume_run`
-exist: see the comment at the end of ACTIONS.
+Pause and resume call the single-run `operations.pause_run` / `resume_run` run by run.
 """
 
 from __future__ import annotations
@@ -124,6 +123,21 @@ def _retry_now(run_id: str, audit: Audit) -> None:
     )
 
 
+# --- pause and resume ---------------------------------------------------------------------------
+
+
+def _pause(run_id: str, audit: Audit) -> None:
+    from .. import operations
+
+    operations.pause_run(run_id, actor=audit.actor, reason=audit.reason, bulk_operation=audit.bulk_operation)
+
+
+def _resume(run_id: str, audit: Audit) -> None:
+    from .. import operations
+
+    operations.resume_run(run_id, actor=audit.actor, reason=audit.reason, bulk_operation=audit.bulk_operation)
+
+
 LIVE = (RunStatus.PENDING, RunStatus.WAITING, RunStatus.RUNNING)
 
 ACTIONS: dict[str, BulkAction] = {
@@ -147,11 +161,10 @@ ACTIONS: dict[str, BulkAction] = {
             one_by_one(_retry_now),
             narrow=lambda runs: runs.filter(_has_current(EntryStatus.RETRYING)),
         ),
-        # Pause and resume, once operations.pause_run / resume_run exist (one entry each):
-        #   BulkAction("pause", "Pause", LIVE, one_by_one(
-        #       lambda run_id, audit: operations.pause_run(run_id, actor=audit.actor, reason=audit.reason))),
-        #   BulkAction("resume", "Resume", (<the paused status>,), one_by_one(
-        #       lambda run_id, audit: operations.resume_run(run_id, actor=audit.actor, reason=audit.reason))),
+        BulkAction(
+            "pause", "Pause", LIVE, one_by_one(_pause), narrow=lambda runs: runs.filter(pause_requested=False)
+        ),
+        BulkAction("resume", "Resume", (RunStatus.PAUSED,), one_by_one(_resume)),
     )
 }
 

@@ -18,10 +18,15 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    # Held by an operator (`operations.pause_run`) or by a step out of retries with
+    # `on_exhausted="pause"`: no lease, claimed by no runner until resumed; its due time waits in
+    # `paused_due_at`, so a timer that falls due meanwhile fires on resume.
+    PAUSED = "paused"
 
 
 TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})  # until a replay
 LIVE = (RunStatus.PENDING, RunStatus.WAITING, RunStatus.RUNNING)  # a runner may still pick it up
+TAKES_MESSAGES = (*LIVE, RunStatus.PAUSED)  # not finished: a message waits for it
 
 
 class EntryStatus(StrEnum):
@@ -66,6 +71,13 @@ class AuditAction(StrEnum):
     # A new run started from this run's history up to an entry (`operations.fork_run`): written on
     # both runs, its details naming the other.
     FORK = "fork"
+    # An operator paused the run or resumed it (`operations.pause_run` / `resume_run`).
+    PAUSE = "pause"
+    RESUME = "resume"
+    # An operator paused or resumed the run's whole workflow: written on each of its runs not
+    # finished then, so a run's log tells why it stood still.
+    PAUSE_WORKFLOW = "pause_workflow"
+    RESUME_WORKFLOW = "resume_workflow"
     # An action refused for want of its permission: nothing changed; its details name the attempt.
     REFUSED = "refused"
 
@@ -342,6 +354,9 @@ class Commit:
 class CommitResult:
     entry_ids: list[int]
     cancel_requested: bool = False
+    # An operator paused the run, or its workflow, since it was claimed: the runner stops driving
+    # it at its next entry and hands it back (paused, or pending while its workflow is paused).
+    hold: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,10 @@ the sentence `why_not` gives. A refused repair changes nothing and writes no aud
     action      applies to a run that is                        not to one that is
     replay      pending, waiting, completed, failed, cancelled  running (a runner holds it now)
     retry_now   pending, waiting, running (a step retrying)     completed, failed, cancelled
-    cancel      pending, waiting, running                       completed, failed, cancelled
+    cancel      pending, waiting, running, paused               completed, failed, cancelled
+    pause       pending, waiting, running                       paused, completed, failed, cancelled
+    resume      paused (or running, asked to pause)             pending, waiting, completed, failed,
+                                                                cancelled
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from .records import AuditAction, EntryStatus, RunStatus
 REPLAY = AuditAction.REPLAY.value
 RETRY_NOW = AuditAction.RETRY_NOW.value
 CANCEL = AuditAction.CANCEL.value
-ACTIONS = (REPLAY, RETRY_NOW, CANCEL)
+PAUSE = AuditAction.PAUSE.value
+RESUME = AuditAction.RESUME.value
+ACTIONS = (REPLAY, RETRY_NOW, CANCEL, PAUSE, RESUME)
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,18 @@ _RUN_REFUSALS: dict[tuple[str, str], str] = {
     (CANCEL, RunStatus.COMPLETED): "Cancel does not apply to a completed run: it is already completed.",
     (CANCEL, RunStatus.FAILED): "Cancel does not apply to a failed run: it is already failed.",
     (CANCEL, RunStatus.CANCELLED): "Cancel does not apply to a cancelled run: it is already cancelled.",
+    (PAUSE, RunStatus.PAUSED): "Pause does not apply to a paused run: it is already paused.",
+    (PAUSE, RunStatus.COMPLETED): "Pause does not apply to a completed run: it runs no more steps.",
+    (PAUSE, RunStatus.FAILED): (
+        "Pause does not apply to a failed run: it runs no more steps. Replay it to run it again."
+    ),
+    (PAUSE, RunStatus.CANCELLED): "Pause does not apply to a cancelled run: it runs no more steps.",
+    **{
+        (RESUME, status): f"Resume does not apply to a {status} run: it is not paused."
+        for status in RunStatus
+        if status not in (RunStatus.PAUSED, RunStatus.RUNNING)
+    },
+    (RESUME, RunStatus.RUNNING): "Resume does not apply to a running run: it is not paused.",
 }
 
 

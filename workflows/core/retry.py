@@ -11,6 +11,7 @@ class RetryPolicy:
     backoff_base: float = 0.1  # seconds
     backoff_max: float = 30.0  # seconds
     retry_on_timeout: bool = False
+    on_exhausted: str = "fail"  # ON_EXHAUSTED
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
@@ -35,6 +36,16 @@ class RetryPolicy:
 
     def remaining_after(self, attempt: int) -> int:
         return max(0, self.max_retries + 1 - attempt)
+
+
+ON_EXHAUSTED = ("fail", "pause")
+
+
+def check_on_exhausted(value: str | None) -> None:
+    """`on_exhausted` is "fail" (the default: the step fails, and so does the run unless caught)
+    or "pause" (the run is paused, its step waiting for one more attempt on resume)."""
+    if value is not None and value not in ON_EXHAUSTED:
+        raise ValueError(f"on_exhausted must be one of {', '.join(ON_EXHAUSTED)}, not {value!r}")
 
 
 @dataclass(frozen=True)

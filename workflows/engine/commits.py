@@ -41,6 +41,7 @@ class CommitPipeline:
         self.history = history
         self.state = state  # the execution's live state: mutated in place, never rebound
         self.cancel_requested = False  # set when a commit finds an operator's cancel
+        self.hold = False  # set when a commit finds an operator's pause (of the run or its workflow)
         # As stored: a state recorded before the size limit was lowered is not refused until it changes.
         self._committed_state = dumps(state, "the run's state", sized=False)
         self._pending = Commit()
@@ -147,6 +148,8 @@ class CommitPipeline:
             self.history.forget(scope)
         if result.cancel_requested:
             self.cancel_requested = True
+        if result.hold:
+            self.hold = True
         self.commits += 1
         if self._on_commit is not None:
             self._on_commit(commit)

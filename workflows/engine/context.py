@@ -61,9 +61,12 @@ class RunContext:
         retry_backoff_max: float = 30.0,
         rollback: Callable[..., Any] | None = None,
         limit: str | None = None,
+        on_exhausted: str | None = None,
     ) -> Any:
         """Run `fn(step)` once and record its result (see the options in the README). `limit`
-        names a registered `Limiter` the step's attempts share with every other run."""
+        names a registered `Limiter` the step's attempts share with every other run.
+        `on_exhausted` ("fail" or "pause"; default: the workflow's) says what its last failed
+        retry does: fail the step, or pause the run for an operator."""
         return await steps.step(
             self._ex,
             self._scope,
@@ -77,6 +80,7 @@ class RunContext:
             retry_backoff_max=retry_backoff_max,
             rollback=rollback,
             limit=limit,
+            on_exhausted=on_exhausted,
         )
 
     async def transaction(

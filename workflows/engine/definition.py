@@ -15,6 +15,7 @@ from typing import Any
 from ..core.concurrency import Concurrency
 from ..core.exceptions import InvalidMessage, NotRecordable, UnknownAction, UnknownEvent, UnknownQueue
 from ..core.jsonvalue import normalize
+from ..core.retry import check_on_exhausted
 
 OPERATOR = "$operator"
 """In a choice's body template, a string value equal to this (at any depth) stands for the user
@@ -160,6 +161,7 @@ class Workflow:
     # `live_labels(runs)` -> {run id: {label key: value}}: label values read from more than the state
     # (e.g. the step running now), for a page of runs at once (one call per page, not per run).
     live_labels: Callable[[Sequence[Any]], Mapping[str, Mapping[str, Any]]] | None = None
+    on_exhausted: str = "fail"  # a step out of retries fails the run, or "pause"s it (ON_EXHAUSTED)
     # `Concurrency(max=2, key=lambda run: run.key[0])`: at most 2 runs of one group (here, per first
     # key part) execute at once across every runner; the others wait, holding nothing, in claim order.
     concurrency: Concurrency | None = None
@@ -270,6 +272,7 @@ def workflow(
     concurrency: Concurrency | None = None,
     calls_out: Mapping[str, str] | None = None,
     live_labels: Callable[[Sequence[Any]], Mapping[str, Mapping[str, Any]]] | None = None,
+    on_exhausted: str = "fail",
 ) -> Workflow:
     """Declare a workflow. `version` defaults to a fingerprint of `run`'s source. `labels` are the
     state keys whose values name a run in the inspector and on the dashboard: the first is its
@@ -282,7 +285,10 @@ def workflow(
     calls that will run again. `live_labels(runs)` gives label values the state does not hold yet
     (e.g. the stage of the step running now, whose state commits with its result): called with a
     page of runs (their `id`, `status`, `state`), it returns `{run id: {label key: value}}`, shown
-    over the state's values; one call per page, so it should read what it needs in one query."""
+    over the state's values; one call per page, so it should read what it needs in one query.
+    `on_exhausted="pause"`: a step out of retries pauses the run for an operator (replay, retry
+    now, resume or cancel it) instead of failing it; a step's own `on_exhausted` overrides it."""
+    check_on_exhausted(on_exhausted)
     if not inspect.iscoroutinefunction(run):
         raise TypeError("a workflow's run must be an `async def` function")
     if on_error is not None and _is_async(on_error):
@@ -304,4 +310,5 @@ def workflow(
         concurrency=concurrency,
         calls_out=_checked_calls(calls_out),
         live_labels=live_labels,
+        on_exhausted=on_exhausted,
     )

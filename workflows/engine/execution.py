@@ -116,6 +116,7 @@ class Execution(RunBody):
         # before a step body starts. None: always (a test driving the engine directly).
         self._lease_held = lease_held
         self.lease_doubted = False  # check_lease found the lease may have lapsed
+        self.exhausted_steps: list[str] = []  # out of retries with on_exhausted="pause" (hold_exhausted)
 
     # --- the whole execution ---------------------------------------------------------------------
 
@@ -145,6 +146,8 @@ class Execution(RunBody):
                     await self._compensate()
                 return await self._fail(failure)
         except Suspend as s:
+            if self.exhausted_steps:  # `on_exhausted="pause"`: held for an operator
+                return await self._end(Transition(status=RunStatus.PAUSED, wake_at=s.wake_at), "paused")
             transition = Transition(status=RunStatus.WAITING, wake_at=s.wake_at, wait_queues=s.wait_queues)
             return await self._end(transition, "waiting", s.wake_at)
         except Interrupted:
@@ -252,9 +255,14 @@ class Execution(RunBody):
         if not decision.settled and not self.compensating:
             if self.cancel_requested:
                 raise Cancelled()
-            elif self.interrupt_requested:
-                raise Interrupted()
+            elif self.interrupt_requested or (self._pipeline is not None and self._pipeline.hold):
+                raise Interrupted()  # handed back: paused when an operator paused the run
         return decision
+
+    def hold_exhausted(self, step: str) -> None:
+        """A step out of retries with `on_exhausted="pause"`: the run ends this execution paused
+        (its suspension becomes a pause), its step due for one more attempt when resumed."""
+        self.exhausted_steps.append(step)
 
     def check_lease(self) -> None:
         """Before a step body starts: a runner that cannot be sure it still holds the run (it was

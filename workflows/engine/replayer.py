@@ -60,6 +60,9 @@ class DryRun(RunBody):
     def commit(self, commit: Commit) -> Awaitable[CommitResult]:
         raise self._frontier("a new record")
 
+    def hold_exhausted(self, step: str) -> None:
+        """Never reached: a dry run stops at its frontier, before any step runs."""
+
     def commit_early(self, commit: Commit) -> bool:
         return False
 

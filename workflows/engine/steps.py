@@ -20,9 +20,10 @@ from ..core.limits import Limiter
 from ..core.recorder import Recorder, StepRecorder
 from ..core.records import AttemptWrite, Commit, EntryKind, EntryStatus, EntryWrite, Outcome
 from ..core.replay import Action, Decision
-from ..core.retry import RetryPolicy
+from ..core.retry import RetryPolicy, check_on_exhausted
 from ..core.signals import Aborted, Suspend
 from ..core.values import ErrorEvent, StepErrorInfo, error_info
+from .lost_attempts import give_up_after_lost_attempts as _give_up_after_lost_attempts
 from .step_context import StepContext, call_on_error
 
 STEP_MARK_AFTER = 0.5  # seconds a step runs before it is marked `running` in the store
@@ -61,6 +62,7 @@ async def step(
     retry_backoff_max: float,
     rollback: Callable[..., Any] | None = None,
     limit: str | None = None,
+    on_exhausted: str | None = None,
 ) -> Any:
     """`ctx.step`: the replay decision first (a recorded result returns at once), then one attempt
     (`_attempt`) and its record: the result, or the failure with its retry or its end."""
@@ -72,7 +74,9 @@ async def step(
         backoff_base=retry_backoff_base,
         backoff_max=retry_backoff_max,
         retry_on_timeout=retry_on_timeout,
+        on_exhausted=str(on_exhausted or getattr(getattr(ex, "definition", None), "on_exhausted", "fail")),
     )
+    check_on_exhausted(policy.on_exhausted)
     decision = enter_step(ex, scope, name, input)
     if decision.action == Action.REPLAY:
         if rollback is not None:
@@ -80,7 +84,8 @@ async def step(
         return decision.value
 
     attempt, input = decision.attempt, decision.input
-    if attempt > policy.max_retries + 1:  # cut-off (lost) attempts used up its retries
+    held = decision.recorded is not None and bool((decision.recorded.error or {}).get("paused"))
+    if attempt > policy.max_retries + 1 and not held:  # lost attempts used up its retries (held: resumed)
         await _give_up_after_lost_attempts(
             ex, scope, name, decision.position, decision.entry_id, input, attempt
         )
@@ -230,7 +235,11 @@ async def _record_failure(ex: StepRecorder, policy: RetryPolicy, tried: _Tried) 
         error=error,
     )
     c = call_on_error(ex, ErrorEvent(rollback=info) if ex.compensating else ErrorEvent(step=info))
-    if decision.will_retry:
+    held = decision.kind == "exhausted" and policy.on_exhausted == "pause" and not ex.compensating
+    if held:  # out of retries: the run is paused, its step due for one more attempt on resume
+        retry_at, entry.status, entry.error = tried.finished, EntryStatus.RETRYING, {**error, "paused": True}
+        entry.wake_at, entry.error["kind"] = retry_at, "exhausted"
+    elif decision.will_retry:
         entry.status, entry.wake_at, entry.error = EntryStatus.RETRYING, retry_at, error
     else:
         entry.status, entry.error = EntryStatus.FAILED, {**error, "kind": decision.kind}
@@ -249,28 +258,11 @@ async def _record_failure(ex: StepRecorder, policy: RetryPolicy, tried: _Tried) 
         ex.state.clear()
         ex.state.update(c.state)
     await ex.commit(commit)
-    if decision.will_retry:
+    if held:
+        ex.hold_exhausted(entry.name)
+    if decision.will_retry or held:
         raise Suspend(retry_at)
     raise StepFailed(entry.name, decision.kind or "exhausted", entry.error)
-
-
-async def _give_up_after_lost_attempts(
-    ex: Recorder, scope: str, name: str, position: int, entry_id: int | None, input: Any, attempt: int
-) -> None:
-    """A step whose attempts keep being cut off (say it kills its runner) fails once its retries
-    are used up, as an exhausted step would, instead of running forever."""
-    now = ex.clock.now()
-    error = {
-        "name": "AttemptLost",
-        "message": f"step {name!r}: its attempts were cut off {attempt - 1} time(s); no retries are left",
-        "kind": "exhausted",
-    }
-    entry = EntryWrite(
-        id=entry_id, scope=scope, position=position, name=name, kind=EntryKind.STEP, status=EntryStatus.FAILED,
-        input=input, finished_at=now, attempts=attempt - 1, error=error,
-    )  # fmt: skip
-    await ex.commit(Commit(entries=[(entry, None)]))
-    raise StepFailed(name, "exhausted", error)
 
 
 async def _admit(

@@ -18,6 +18,7 @@ routes), `schemas`, `auth`, `parser`, `errors`, `metrics`.
 from . import runs  # noqa: F401  (adds the app routes to `router`, first, as the API lists them)
 from . import operators  # noqa: F401  (adds the operators' repairs after them)
 from . import bulk  # noqa: F401  (and the bulk actions after those)
+from . import pauses  # noqa: F401  (and pause and resume last)
 
 # isort: on
 from ..core.concurrency import check_priority

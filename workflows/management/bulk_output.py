@@ -18,7 +18,7 @@ from workflows.core.records import RunStatus
 from workflows.models import BulkOperation
 
 BULK_HELP = (
-    "Act on every run a filter matches: cancel, replay (from the failed step) or retry-now, as a"
+    "Act on every run a filter matches: cancel, replay (from the failed step), retry-now, pause or resume, as a"
     " tracked operation. --dry-run prints the count and a sample; otherwise the count is confirmed"
     " (or --yes) and the operation runs here with its progress (or, with --background, on a runner)."
 )

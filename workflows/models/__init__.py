@@ -5,12 +5,14 @@ them (and nothing else does). Statuses, kinds and outcomes are the core's enums.
   that read attempts as history.
 - `messages`: Message (sent to a run), Event (broadcast by it), StreamChunk (streamed by a step), AuditEntry (an operator's action).
 - `operating`: RunnerPresence, ApiKey, Limiter and LimiterSlot, Schedule.
+- `pauses`: WorkflowPause (a workflow no runner claims until resumed).
 - `bulk`: BulkOperation (an operator's bulk action) and BulkTarget (a run it acts on).
 """
 
 from .bulk import BulkOperation, BulkTarget
 from .messages import AuditEntry, Event, Message, StreamChunk
 from .operating import ApiKey, Limiter, LimiterSlot, RunnerPresence, Schedule
+from .pauses import WorkflowPause
 from .runs import Attempt, Entry, Run, attempts_in_order, implied_attempts
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "RunnerPresence",
     "Schedule",
     "StreamChunk",
+    "WorkflowPause",
     "attempts_in_order",
     "implied_attempts",
 ]

@@ -79,6 +79,12 @@ class Run(models.Model):
     # way), its due time kept here (its place in line). A run of its group leaving `running` puts
     # the first one back (wake_at = held_at).
     held_at = models.DateTimeField(null=True, blank=True)
+    # Pause (`operations.pause_run`): a running run is asked (`pause_requested`, seen by its
+    # runner's next commit) and stops at its next entry; an idle one is paused at once. A paused
+    # run's due time (its timer, retry or first claim) waits in `paused_due_at`, wake_at NULL, so
+    # no claim sees it; a resume puts it back (due at once if it fell due meanwhile).
+    pause_requested = models.BooleanField(default=False, db_default=False)
+    paused_due_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

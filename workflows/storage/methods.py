@@ -12,6 +12,7 @@ from typing import Any
 from ..core.concurrency import GroupUse
 from ..core.limits import Grant, Limiter
 from ..core.new_run import NewRun
+from ..core.pauses import WorkflowPauseRecord
 from ..core.records import (
     NOT_EDITED,
     Audit,
@@ -255,6 +256,28 @@ class StoreMethods(ABC):
     @abstractmethod
     def cancel(self, run_id: str, *, audit: Audit, now: dt.datetime) -> RunRecord:
         """An operator's `request_cancel`, audited; BadInput when the run has already finished."""
+
+    @abstractmethod
+    def pause(self, run_id: str, *, audit: Audit, now: dt.datetime) -> RunRecord:
+        """Pause a run, audited: an idle one at once (its due time kept for its resume), a running
+        one at its next entry. NotApplicable when it is paused, asked to pause, or finished."""
+
+    @abstractmethod
+    def resume(self, run_id: str, *, audit: Audit, now: dt.datetime) -> RunRecord:
+        """Resume a paused run, audited: due at its kept due time, or now if that passed. A
+        running run asked to pause is no longer asked. NotApplicable for any other run."""
+
+    @abstractmethod
+    def pause_workflow(self, workflow: str, *, audit: Audit, now: dt.datetime) -> WorkflowPauseRecord:
+        """No run of `workflow` is claimed until it is resumed. NotApplicable when already paused."""
+
+    @abstractmethod
+    def resume_workflow(self, workflow: str, *, audit: Audit, now: dt.datetime) -> WorkflowPauseRecord:
+        """Its runs are claimed again. NotApplicable when it is not paused."""
+
+    @abstractmethod
+    def paused_workflows(self) -> list[WorkflowPauseRecord]:
+        """The paused workflows by name, each with its count of paused runs."""
 
     @abstractmethod
     def audit_log(self, run_id: str) -> list[AuditRecord]:

@@ -8,6 +8,8 @@ reads the admin and the API use, print. Repairs are audited with the actor `cli:
     workflows fork RUN_ID --entry ID --reason WHY [--key KEY] [--input JSON]
     workflows retry-now RUN_ID --entry ID --reason WHY
     workflows cancel RUN_ID --reason WHY
+    workflows pause|resume (RUN_ID | --workflow NAME) --reason WHY
+    workflows paused
     workflows send RUN_ID QUEUE --body JSON --reason WHY
     workflows schedules
     workflows schedule pause|resume NAME --reason WHY
@@ -61,7 +63,8 @@ def _when(value) -> str:
 
 class Command(BaseCommand):
     help = (
-        "Operate workflow runs: API keys, list, show, replay, fork, retry-now, cancel, send; schedules;"
+        "Operate workflow runs: API keys, list, show, replay, fork, retry-now, cancel, pause, resume, send;"
+        " schedules;"
         " doctor; bulk actions by filter."
     )
 
@@ -112,6 +115,13 @@ class Command(BaseCommand):
         cancel = sub.add_parser("cancel", help="Cancel a run.")
         cancel.add_argument("run_id")
         cancel.add_argument("--reason", required=True)
+
+        for verb, what in (("pause", "Pause"), ("resume", "Resume")):
+            action = sub.add_parser(verb, help=f"{what} a run, or a whole workflow (--workflow).")
+            action.add_argument("run_id", nargs="?")
+            action.add_argument("--workflow", help=f"{what} every run of this workflow instead of one run.")
+            action.add_argument("--reason", required=True)
+        sub.add_parser("paused", help="Paused workflows, and how many runs are paused one by one.")
 
         send = sub.add_parser("send", help="Send a message (e.g. an approval) to a run's queue.")
         send.add_argument("run_id")
@@ -206,6 +216,38 @@ class Command(BaseCommand):
     def do_cancel(self, *, run_id, reason, **_):
         run = operations.cancel(run_id, actor=_actor(), reason=reason)
         self.stdout.write(f"run {run.id} is {run.status} (cancel requested).")
+
+    def do_pause(self, *, run_id, workflow, reason, **_):
+        if (run_id is None) == (workflow is None):
+            raise CommandError("name either a RUN_ID or --workflow NAME")
+        if workflow is not None:
+            row = operations.pause_workflow(workflow, actor=_actor(), reason=reason)
+            self.stdout.write(f"workflow {row.workflow!r} is paused: no run of it is claimed until resumed.")
+            return
+        run = operations.pause_run(run_id, actor=_actor(), reason=reason)
+        after = "paused" if run.status == RunStatus.PAUSED else f"{run.status} (pauses at its next entry)"
+        self.stdout.write(f"run {run.id} is {after}.")
+
+    def do_resume(self, *, run_id, workflow, reason, **_):
+        if (run_id is None) == (workflow is None):
+            raise CommandError("name either a RUN_ID or --workflow NAME")
+        if workflow is not None:
+            row = operations.resume_workflow(workflow, actor=_actor(), reason=reason)
+            self.stdout.write(f"workflow {row.workflow!r} is resumed: its runs are claimed again.")
+            return
+        run = operations.resume_run(run_id, actor=_actor(), reason=reason)
+        self.stdout.write(f"run {run.id} is {run.status}.")
+
+    def do_paused(self, **_):
+        rows = operations.paused_workflows()
+        for row in rows:
+            self.stdout.write(
+                f"{row.workflow}  since {_when(row.paused_at)}  by {row.actor}  ({row.reason or 'no reason'})"
+                f"  {row.paused_runs} run(s) paused one by one"
+            )
+        if not rows:
+            self.stdout.write("no workflow is paused.")
+        self.stdout.write("runs paused one by one: workflows list --status paused")
 
     def do_send(self, *, run_id, queue, body, reason, **_):
         message_id = operations.send(

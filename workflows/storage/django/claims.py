@@ -21,7 +21,7 @@ from ...core.records import (
     RunRecord,
     RunStatus,
 )
-from ...models import Run
+from ...models import Run, WorkflowPause
 from . import notify, paths, resumes, statements, values, writes
 from .paths import StorePaths
 from .prepared import hot_cursor
@@ -120,6 +120,7 @@ class DjangoClaims(StorePaths):
         return (
             Run.objects.filter(wake_at__isnull=False, status__in=LIVE, workflow__in=workflows)
             .exclude(status=RunStatus.RUNNING, lease_owner=owner)
+            .exclude(workflow__in=WorkflowPause.objects.values("workflow"))  # claims skip them
             .order_by("wake_at")
             .values_list("wake_at", flat=True)
             .first()

@@ -143,11 +143,11 @@ def _shape(commit: Commit) -> tuple[Any, ...]:
 
 def outcome(run_id: str, owner: str, commit: Commit, row: Any) -> CommitResult | LeaseLost:
     """What a statement's row (or its slice of a group's) says of a commit: LeaseLost returned, not raised."""
-    cancel_requested, entry_id, _notified = row
-    if cancel_requested is None:
+    flags, entry_id, _notified = row  # postgres.CANCEL_REQUESTED_OF
+    if flags is None:
         return LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
     return CommitResult(
-        entry_ids=[entry_id] if commit.entries else [], cancel_requested=bool(cancel_requested)
+        entry_ids=[entry_id] if commit.entries else [], cancel_requested=bool(flags & 1), hold=bool(flags & 2)
     )
 
 

@@ -33,7 +33,7 @@ from ...core.records import (
 )
 from ...models import Attempt, Entry, Message, Run
 from .notify import notify_now
-from .repairs import _locked_run, write_audit
+from .repairs import locked_run, write_audit
 from .rows import run_record
 
 ENTRY_COPIED = (
@@ -179,7 +179,7 @@ class DjangoForks:
         if edited:  # refused before the transaction starts
             input = normalize(input, "the edited input")
         with transaction.atomic():
-            run = _locked_run(run_id)  # only read: locked so that no commit lands mid-copy
+            run = locked_run(run_id)  # only read: locked so that no commit lands mid-copy
             point = _fork_point(run, entry_id)
             if edited and point.kind != EntryKind.STEP:
                 raise BadInput("only a step's input can be edited")

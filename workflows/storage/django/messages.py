@@ -11,7 +11,7 @@ from ...core.exceptions import RunFinished, RunNotFound
 from ...core.keys import key_identity, quoted
 from ...core.new_run import NewRun
 from ...core.records import (
-    LIVE,
+    TAKES_MESSAGES,
     TERMINAL,
     MessageRecord,
     OutgoingMessage,
@@ -31,7 +31,7 @@ def send_to_run(outgoing: OutgoingMessage, now: dt.datetime) -> MessageRecord:
     assert outgoing.run_id is not None
     rid = values.rid(outgoing.run_id)
     params = [
-        RunStatus.PENDING, RunStatus.WAITING, values.t(now), outgoing.priority, rid, *LIVE,
+        RunStatus.PENDING, RunStatus.WAITING, values.t(now), outgoing.priority, rid, *TAKES_MESSAGES,
         *message_values(outgoing, now), NOTIFY_CHANNEL,
     ]  # fmt: skip
     with hot_cursor() as cursor:
@@ -77,7 +77,7 @@ def insert_message(cursor: Any, outgoing: OutgoingMessage, now: dt.datetime) -> 
     rid = values.rid(str(run_pk))
     cursor.execute(
         shared.WAKE_FOR_MESSAGE,
-        [RunStatus.PENDING, RunStatus.WAITING, values.t(now), outgoing.priority, rid, *LIVE],
+        [RunStatus.PENDING, RunStatus.WAITING, values.t(now), outgoing.priority, rid, *TAKES_MESSAGES],
     )
     if cursor.rowcount != 1:
         if outgoing.drop_if_ended:

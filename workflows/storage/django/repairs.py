@@ -11,6 +11,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Case, Value, When
 
 from ...core import repair_rules
 from ...core.exceptions import BadInput, RunNotFound
@@ -49,7 +50,7 @@ def write_audit(run_id: str, action: str, audit: Audit, details: dict[str, Any],
     audit_entry(run_id, action, audit, details, now).save()
 
 
-def _locked_run(run_id: str) -> Run:
+def locked_run(run_id: str) -> Run:
     try:
         run = Run.objects.select_for_update().filter(id=run_id).first()
     except (ValidationError, ValueError, TypeError):  # not a UUID
@@ -57,6 +58,16 @@ def _locked_run(run_id: str) -> Run:
     if run is None:
         raise RunNotFound(f"no run with id {quoted(run_id)}")
     return run
+
+
+RESUMED_FIELDS = ["status", "wake_at", "paused_due_at", "pause_requested"]
+
+
+def resume_unpaused(run: Run, due: dt.datetime) -> None:
+    """Put a paused run back in line, due at `due` (unsaved; RESUMED_FIELDS): pending if it never
+    ran, else waiting."""
+    run.status = RunStatus.PENDING if run.started_at is None else RunStatus.WAITING
+    run.wake_at, run.paused_due_at, run.pause_requested = due, None, False
 
 
 def _consumed_by(run_id: str, entry_ids: list[int]) -> list[dict[str, Any]]:
@@ -103,7 +114,7 @@ class DjangoRepairs:
         if edited:  # refused before the transaction starts
             input = normalize(input, "the edited input")
         with transaction.atomic():
-            run = _locked_run(run_id)
+            run = locked_run(run_id)
             repair_rules.check(repair_rules.REPLAY, run_id, run.status)
             first = Entry.objects.filter(id=entry_id, run_id=run_id, superseded=False).first()
             if first is None:
@@ -129,7 +140,8 @@ class DjangoRepairs:
                 details["input"] = input
             run.status, run.wake_at, run.lease_owner = RunStatus.PENDING, now, ""
             run.result = run.error = run.finished_at = None
-            run.cancel_requested = False
+            run.cancel_requested = run.pause_requested = False
+            run.paused_due_at = None  # a replay of a paused run resumes it
             run.epoch += 1  # the steps that run again get new idempotency keys
             run.touch(now)
             run.save()
@@ -139,7 +151,7 @@ class DjangoRepairs:
 
     def retry_now(self, run_id: str, entry_id: int, *, audit: Audit, now: dt.datetime) -> RunRecord:
         with transaction.atomic():
-            run = _locked_run(run_id)
+            run = locked_run(run_id)
             repair_rules.check(repair_rules.RETRY_NOW, run_id, run.status)
             entry = Entry.objects.filter(id=entry_id, run_id=run_id, superseded=False).first()
             if entry is None:
@@ -152,13 +164,16 @@ class DjangoRepairs:
             if run.status == RunStatus.WAITING:
                 run.wake_at = now
                 run.save(update_fields=["wake_at", *run.touch(now)])
+            elif run.status == RunStatus.PAUSED:  # held after its retries ran out: resumed for one more
+                resume_unpaused(run, now)
+                run.save(update_fields=[*RESUMED_FIELDS, *run.touch(now)])
             write_audit(run_id, AuditAction.RETRY_NOW, audit, {"entry": entry.id, "step": entry.name}, now)
             notify_now()
         return run_record(run)
 
     def cancel(self, run_id: str, *, audit: Audit, now: dt.datetime) -> RunRecord:
         with transaction.atomic():
-            run = _locked_run(run_id)
+            run = locked_run(run_id)
             repair_rules.check(repair_rules.CANCEL, run_id, run.status)
             record = self.request_cancel(run_id, now=now)  # type: ignore[attr-defined]
             write_audit(run_id, AuditAction.CANCEL, audit, {}, now)
@@ -193,6 +208,11 @@ class DjangoRepairs:
             moved = {"cancel_requested": True, "updated_at": now, "transitioned_at": now}
             Run.objects.filter(id__in=running).update(**moved)
             Run.objects.filter(id__in=idle).update(**moved, wake_at=now)  # woken to finish as cancelled
+            Run.objects.filter(id__in=idle, status=RunStatus.PAUSED).update(  # as `resume_unpaused`
+                paused_due_at=None, pause_requested=False,
+                status=Case(When(started_at__isnull=True, then=Value(RunStatus.PENDING.value)),
+                            default=Value(RunStatus.WAITING.value)),
+            )  # fmt: skip
             AuditEntry.objects.bulk_create(
                 [audit_entry(str(i), AuditAction.CANCEL, audit, {}, now) for i in asked]
             )

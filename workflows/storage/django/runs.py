@@ -30,7 +30,7 @@ from ...models import Message, Run
 from . import limits, messages, notify, starts, values
 from .paths import StorePaths
 from .prepared import hot_cursor
-from .repairs import write_audit
+from .repairs import RESUMED_FIELDS, resume_unpaused, write_audit
 from .rows import (
     RUN_COLUMNS,
     chunks_after,
@@ -168,7 +168,10 @@ class DjangoRuns(StorePaths):
             if run.status not in TERMINAL and not run.cancel_requested:
                 run.cancel_requested = True
                 fields = ["cancel_requested", *run.touch(now)]
-                if run.status != RunStatus.RUNNING:  # a waiting run is woken to finish as cancelled
+                if run.status == RunStatus.PAUSED:  # woken too: a paused run ends cancelled at once
+                    resume_unpaused(run, now)
+                    fields += RESUMED_FIELDS
+                elif run.status != RunStatus.RUNNING:  # a waiting run is woken to finish as cancelled
                     run.wake_at = now
                     fields.append("wake_at")
                 run.save(update_fields=fields)

@@ -2,7 +2,7 @@
 
 Its parts, one idea each: runs started, read and sent to (`runs`), claims and leases (`claims`),
 resumed runs' history and commits (`resumes`), runners' presence (`presence`), start options
-and schedules (`schedules`), operators' repairs (`repairs`) and forks (`forks`), all written once
+and schedules (`schedules`), operators' repairs (`repairs`), forks (`forks`) and pauses (`pauses`), all written once
 over the store's connector (`paths` chooses it; `connectors`, `loop_connectors`), which says how a
 call reaches the database. The hot path (commit, claim, heartbeat) is plain SQL named in `statements`, so that
 a recorded step costs a handful of statements in one transaction (`writes`); reads use the ORM.
@@ -22,6 +22,7 @@ from ...core.clock import AnchoredClock, Clock
 from .claims import DjangoClaims
 from .forks import DjangoForks
 from .paths import StorePaths
+from .pauses import DjangoPauses
 from .presence import DjangoPresence
 from .repairs import DjangoRepairs
 from .resumes import DjangoResumes
@@ -37,6 +38,7 @@ class DjangoStore(
     DjangoSchedules,
     DjangoRepairs,
     DjangoForks,
+    DjangoPauses,
     StorePaths,
 ):
     """With no `db_threads` its calls run in Django's sync thread (`sync_to_async`), sharing the

@@ -113,7 +113,7 @@ def write_commit(
     transition = commit.transition
     if transition is not None and transition.status == RunStatus.WAITING:
         _wake_if_message_waiting(cursor, rid, transition.wait_queues, now)
-    return CommitResult(entry_ids=entry_ids, cancel_requested=bool(fenced[0]))
+    return CommitResult(entry_ids=entry_ids, cancel_requested=bool(fenced[0]), hold=bool(fenced[2]))
 
 
 def insert_events(cursor: Any, rid: Any, events: list[shared.EventRow], now: dt.datetime) -> None:

@@ -3,7 +3,7 @@ row-locking pick and its pipeline's reads, advisory locks, NOTIFY."""
 
 from __future__ import annotations
 
-from .shared import CHUNK_COLUMNS, CLAIM_ORDER, EVENT_COLUMNS, PICKED, WAKE_FOR_MESSAGE, WAS
+from .shared import CHUNK_COLUMNS, CLAIM_ORDER, EVENT_COLUMNS, NOT_PAUSED, PICKED, WAKE_FOR_MESSAGE, WAS
 
 NOTIFY = "SELECT pg_notify(%s, '')"
 # PostgreSQL: the pick's plan is made once per connection. Left to choose, PostgreSQL plans it
@@ -12,7 +12,8 @@ NOTIFY = "SELECT pg_notify(%s, '')"
 # it keep the generic plan, for that transaction only.
 GENERIC_PLAN = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 CLAIM_DUE_PG = (
-    f"SELECT id AS claim_id, {WAS} FROM unnest(%s::text[]) AS names (name) CROSS JOIN LATERAL"
+    f"SELECT id AS claim_id, {WAS} FROM (SELECT n.name FROM unnest(%s::text[]) AS n (name)"
+    f" WHERE {NOT_PAUSED.format(name='n.name')}) AS names CROSS JOIN LATERAL"
     f" (SELECT {PICKED} FROM workflows_run"
     " WHERE workflow = names.name AND wake_at <= %s AND status IN (%s, %s, %s)"
     f" ORDER BY {CLAIM_ORDER} LIMIT {{limit:d}} FOR UPDATE SKIP LOCKED) AS c"
@@ -136,7 +137,11 @@ CTE = "{name} AS ({statement})"
 CTE_IDS = "{name} AS ({statement} RETURNING id)"
 ID_OF = "(SELECT id FROM {cte})"
 COUNT_OF = "(SELECT COUNT(*) FROM {cte})"
-CANCEL_REQUESTED_OF = "(SELECT cancel_requested FROM {cte})"
+# A commit's flags, NULL when its fence matched nothing: 1 a cancel was requested, 2 hold (an
+# operator paused the run or its workflow: `shared.HOLD`).
+CANCEL_REQUESTED_OF = (
+    "(SELECT CASE WHEN cancel_requested THEN 1 ELSE 0 END + CASE WHEN hold THEN 2 ELSE 0 END FROM {cte})"
+)
 IF_WRITTEN = " AND EXISTS (SELECT 1 FROM {cte})"
 # The fence's addition for a wait's entry: every message it took is still there to take.
 ALL_CONSUMABLE = " AND (" + COUNT_CONSUMABLE + ") = %s"

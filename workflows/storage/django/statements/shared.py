@@ -12,6 +12,7 @@ from typing import Any
 
 from ....core.records import LIVE, TERMINAL, AttemptWrite, Commit, EntryWrite, RunStatus
 from ..values import j, marks, pg, rid, t
+from .pausing import HOLD, NOT_PAUSED, unless_paused
 
 SELECT_RUN = "SELECT {columns} FROM workflows_run WHERE id = %s"
 SELECT_RUN_BY_KEY = "SELECT {columns} FROM workflows_run WHERE workflow = %s AND key_hash = %s"
@@ -41,7 +42,8 @@ WAS = "started_at AS was_started, status AS was_status, lease_owner AS was_owner
 CLAIM_ORDER = "priority DESC, wake_at, id"  # higher priority first, FIFO within one (the claim index)
 CLAIM_DUE = (
     f"SELECT id AS claim_id, {WAS} FROM workflows_run WHERE wake_at <= %s"
-    f" AND status IN (%s, %s, %s) AND workflow IN ({{names}}) ORDER BY {CLAIM_ORDER} LIMIT %s"
+    f" AND status IN (%s, %s, %s) AND workflow IN ({{names}})"
+    f" AND {NOT_PAUSED.format(name='workflows_run.workflow')} ORDER BY {CLAIM_ORDER} LIMIT %s"
 )
 # PostgreSQL: the same pick, read per workflow. The claim index (workflow, priority, wake_at, id)
 # yields claim order within one workflow only: ORDER BY over `workflow IN (...)` read and sorted
@@ -66,6 +68,7 @@ CLAIM_GROUPED = (
     " due AS (SELECT r.id, r.workflow, CASE WHEN r.cancel_requested THEN NULL ELSE r.concurrency_group END AS g,"
     " r.priority, r.wake_at FROM workflows_run r"
     " WHERE r.wake_at <= %s AND r.status IN (%s, %s, %s) AND r.workflow IN ({names})"
+    f" AND {NOT_PAUSED.format(name='r.workflow')}"
     " AND (r.cancel_requested OR NOT EXISTS (SELECT 1 FROM busy JOIN caps ON caps.workflow = r.workflow"
     " WHERE busy.g = r.concurrency_group AND busy.n >= caps.cap))"
     f" ORDER BY {CLAIM_ORDER} LIMIT %s),"
@@ -156,9 +159,8 @@ def claim_lease(owner: str, lease_until: dt.datetime, now: dt.datetime) -> tuple
 
 # Every commit starts with it: the run's update behind its fence (`fence`), which also locks the
 # run row, so a sender racing with a suspension either lands before it (and is seen) or wakes it after.
-FENCED_RUN_UPDATE = (
-    "UPDATE workflows_run SET {sets} WHERE {where} RETURNING cancel_requested, concurrency_group"
-)
+# Its third column, `hold`: the run or its workflow was paused since its claim (`CommitResult.hold`).
+FENCED_RUN_UPDATE = f"UPDATE workflows_run SET {{sets}} WHERE {{where}} RETURNING cancel_requested, concurrency_group, {HOLD} AS hold"
 
 
 def fence(run: Any, owner: str, commit: Commit) -> tuple[str, list[Any]]:
@@ -180,15 +182,22 @@ def run_update(commit: Commit, now: dt.datetime, on_pg: bool) -> tuple[str, list
         sets.append(f"state = {_typed('jsonb', on_pg)}")
         params.append(j(commit.state))
     transition = commit.transition
-    if transition is not None:  # only a transition moves an indexed column (see Run.transitioned_at)
-        sets += ["status = %s", "transitioned_at = %s", "held_at = NULL"]
-        params += [transition.status, t(now)]
-        if transition.status in TERMINAL:
-            sets += ["wake_at = NULL", "lease_owner = ''", "finished_at = %s", "result = %s", "error = %s"]
-            params += [t(now), j(transition.result), j(transition.error)]
-        else:  # waiting, or released (pending)
-            sets += ["wake_at = %s", "lease_owner = ''"]
-            params.append(t(transition.wake_at))
+    if transition is None:
+        return ", ".join(sets), params
+    # only a transition moves an indexed column (see Run.transitioned_at)
+    sets += ["transitioned_at = %s", "held_at = NULL", "pause_requested = FALSE"]
+    params.append(t(now))
+    if transition.status in TERMINAL:
+        sets += ["status = %s", "wake_at = NULL", "lease_owner = ''", "finished_at = %s", "result = %s"]
+        sets += ["error = %s"]
+        params += [transition.status, t(now), j(transition.result), j(transition.error)]
+    elif transition.status == RunStatus.PAUSED:  # a step out of retries, `on_exhausted="pause"`
+        sets += ["status = %s", "wake_at = NULL", "paused_due_at = %s", "lease_owner = ''"]
+        params += [transition.status, t(transition.wake_at)]
+    else:  # waiting, or released (pending); paused instead when an operator asked meanwhile
+        more_sets, more_params = unless_paused(transition.status, t(transition.wake_at), on_pg)
+        sets += more_sets
+        params += more_params
     return ", ".join(sets), params
 
 
@@ -325,7 +334,7 @@ WAKE_RUN = "UPDATE workflows_run SET wake_at = %s WHERE id = %s"
 WAKE_FOR_MESSAGE = (
     "UPDATE workflows_run SET wake_at = CASE WHEN status IN (%s, %s) THEN %s ELSE wake_at END,"
     " priority = COALESCE(CAST(%s AS SMALLINT), priority)"
-    " WHERE id = %s AND status IN (%s, %s, %s)"
+    " WHERE id = %s AND status IN (%s, %s, %s, %s)"  # TAKES_MESSAGES: a paused run reads it on resume
 )
 INSERT_MESSAGE = (
     "INSERT INTO workflows_message (run_id, queue, body, sent_at, trace_context) VALUES (%s, %s, %s, %s, %s)"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .shared import CLAIM_ORDER, PICKED, WAS
+from .shared import CLAIM_ORDER, NOT_PAUSED, PICKED, WAS
 
 # SQLite: the same, one ordered read per workflow (`UNION ALL` of each workflow's first n, in
 # claim order), then the first n of those: no sort of the whole backlog either (writers are
@@ -10,7 +10,8 @@ from .shared import CLAIM_ORDER, PICKED, WAS
 # compound SELECT at 500 parts); beyond, CLAIM_DUE.
 CLAIM_ONE_WORKFLOW = (
     f"SELECT * FROM (SELECT {PICKED} FROM workflows_run"
-    f" WHERE workflow = %s AND wake_at <= %s AND status IN (%s, %s, %s) ORDER BY {CLAIM_ORDER} LIMIT %s)"
+    f" WHERE workflow = %s AND wake_at <= %s AND status IN (%s, %s, %s)"
+    f" AND {NOT_PAUSED.format(name='workflows_run.workflow')} ORDER BY {CLAIM_ORDER} LIMIT %s)"
 )
 CLAIM_DUE_SQLITE = f"SELECT id AS claim_id, {WAS} FROM ({{parts}}) ORDER BY {CLAIM_ORDER} LIMIT %s"
 SQLITE_PER_WORKFLOW_MAX = 100
