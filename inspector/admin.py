@@ -25,7 +25,7 @@ from workflows.models import AuditEntry, Run
 from workflows.reads import declarations, live
 from workflows.reads.live import parse_run_id
 
-from . import access, actions, decisions, groups, pages, runners
+from . import access, actions, decisions, groups, pages, pausing, runners
 from .replica_lists import ReadsListsFromReplica, list_alias
 
 
@@ -232,6 +232,16 @@ class RunAdmin(ReadsListsFromReplica, admin.ModelAdmin):
                 name="workflows_run_cancel",
             ),
             path(
+                "<str:run_id>/pause/",
+                wrap(lambda r, run_id: actions.pause_view(self, r, run_id)),
+                name="workflows_run_pause",
+            ),
+            path(
+                "<str:run_id>/resume/",
+                wrap(lambda r, run_id: actions.resume_view(self, r, run_id)),
+                name="workflows_run_resume",
+            ),
+            path(
                 "<str:run_id>/send/",
                 wrap(lambda r, run_id: actions.send_view(self, r, run_id)),
                 name="workflows_run_send",
@@ -262,10 +272,15 @@ class RunAdmin(ReadsListsFromReplica, admin.ModelAdmin):
             "run": page.run,
             "run_banner": runners.run_banner(page.run),
             "slot_wait": groups.slot_wait(page.run),
+            "pause": pausing.pause_facts(page.run, page.steps, page.audit),
             "can": {name: actions.allowed(request, name) for name in actions.PERMISSIONS},
             # Which repairs apply to the run as it is now (workflows.core.repair_rules): the others
             # are not offered.
-            "offered": repair_rules.offered(page.run.status),
+            "offered": {
+                **repair_rules.offered(page.run.status),
+                "pause": actions.pause_refusal(page.run) is None,
+                "resume": actions.resume_refusal(page.run) is None,
+            },
             "fragment_url": reverse("admin:workflows_run_fragment", args=[page.run.id]),
             "is_nav_sidebar_enabled": False,  # the timeline needs the width
         }

@@ -15,4 +15,5 @@ class RunOperation(Run):
             ("cancel_run", "Can cancel a run"),
             ("send_message", "Can send a message to a run"),
             ("fork_run", "Can fork a run from a step"),
+            ("pause_run", "Can pause and resume a run or a workflow"),
         ]

@@ -14,7 +14,7 @@ from workflows.reads import costs, doctor, limiters, live, stats
 from workflows.reads import decisions as decision_reads
 from workflows.reads import source as read_source
 
-from . import bulk, groups, pages, runners
+from . import bulk, groups, pages, runners, workflow_pauses
 from .access import view_runs_required
 from .actions import choice_url
 
@@ -49,6 +49,7 @@ def dashboard(request):
             limiters=limiters.limiter_use(),
             groups=groups.group_uses(),
             **bulk.recent_context(),
+            **workflow_pauses.dashboard_context(request),
         ),
     )
 

@@ -28,6 +28,8 @@ PERMISSIONS = {
     "cancel": "inspector.cancel_run",
     "send": "inspector.send_message",
     "fork": "inspector.fork_run",
+    "pause": "inspector.pause_run",  # a run's pause and resume, and a whole workflow's
+    "resume": "inspector.pause_run",
 }
 
 
@@ -50,6 +52,8 @@ AUDITED_AS = {
     "cancel": AuditAction.CANCEL,
     "send": AuditAction.SEND,
     "fork": AuditAction.FORK,
+    "pause": AuditAction.PAUSE,
+    "resume": AuditAction.RESUME,
 }
 
 

@@ -61,6 +61,17 @@ EXPENSE_CHOICES = {
 }
 
 
+async def stubborn_run(ctx):
+    """Its step pauses the run when out of retries (on_exhausted="pause"), for an operator."""
+
+    async def call(step):
+        if "stubborn" in FAIL:
+            raise RuntimeError("vendor down (token=abc123secret)")
+        return {"ok": True}
+
+    return await ctx.step("call", call, max_retries=1, retry_backoff_base=0.0)
+
+
 async def family_run(ctx):
     return await ctx.child("kid", "flaky", [ctx.key[0] + "-kid"])
 
@@ -98,6 +109,7 @@ registry = setup(
             version="v1",
         ),
         "flaky": workflow(flaky_run, version="v1"),
+        "stubborn": workflow(stubborn_run, version="v1", on_exhausted="pause"),
         "expense": workflow(
             expense_run,
             state=lambda: {"claimant": None, "amount": None, "phase": "new", "card_token": None},
