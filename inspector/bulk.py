@@ -33,6 +33,8 @@ BULK_PERMISSIONS = {
     "cancel": PERMISSIONS["cancel"],
     "replay": PERMISSIONS["replay"],
     "retry_now": PERMISSIONS["retry"],
+    "pause": PERMISSIONS["pause"],
+    "resume": PERMISSIONS["resume"],
 }
 FILTER_FIELDS = (
     "workflow",

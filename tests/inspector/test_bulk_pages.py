@@ -83,3 +83,18 @@ def test_starting_needs_the_single_action_s_permission(client):
 
     client.force_login(staff("canceller", "cancel_run"))
     assert client.post(reverse("inspector:bulk"), {**FILTER, "why": "r"}).status_code == 302
+
+
+def test_bulk_pause_needs_the_pause_permission_and_pauses_each_run(client):
+    run = waiting_approval()
+    pause = {"action": "pause", "workflow": "approval", "status": ["waiting"]}
+    client.force_login(staff("canceller", "cancel_run"))
+    assert client.post(reverse("inspector:bulk"), {**pause, "why": "hold"}).status_code == 403
+    assert BulkOperation.objects.count() == 0
+
+    client.force_login(staff("pauser", "pause_run"))
+    assert client.post(reverse("inspector:bulk"), {**pause, "why": "hold"}).status_code == 302
+    op = BulkOperation.objects.get()
+    executor.execute(executor.claim("test", op_id=op.id).id, "test")
+    assert Run.objects.get(id=run.id).status == "paused"
+    assert AuditEntry.objects.get(run_id=run.id, action="pause").actor.endswith("pauser")
