@@ -7,9 +7,11 @@ handshake (config.asgi's OriginCheck), as under daphne."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,28 +45,35 @@ def _argv(server: str, port: int) -> list[str]:
     ]  # fmt: skip
 
 
-@pytest.fixture(params=["uvicorn", "granian"])
-def served(request, tmp_path: Path) -> Iterator[str]:
-    """The project served by one process of the server; its base URL once it answers."""
+@contextlib.contextmanager
+def _serving(server: str, log: Path, **settings: str) -> Iterator[str]:
+    """The project served by one process of `server` (with extra environment `settings`); its
+    base URL once it answers."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update({"DATABASE_URL": test_database_url(), "LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"})
-    child = Child(request.param, _argv(request.param, port), env=env, log=tmp_path / "server.log")
+    child = Child(server, _argv(server, port), env={**env, **settings}, log=log)
     base = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
         if not child.running():
-            raise AssertionError(f"{request.param} exited ({child.process.returncode}):\n{child.output()}")
+            raise AssertionError(f"{server} exited ({child.process.returncode}):\n{child.output()}")
         try:
             return httpx.get(f"{base}/api/openapi.json", timeout=2).status_code == 200
         except httpx.HTTPError:
             return False
 
     try:
-        wait_for(up, 120, f"{request.param} to serve")
+        wait_for(up, 120, f"{server} to serve")
         yield base
     finally:
         child.stop()
+
+
+@pytest.fixture(params=["uvicorn", "granian"])
+def served(request, tmp_path: Path) -> Iterator[str]:
+    with _serving(request.param, tmp_path / "server.log") as base:
+        yield base
 
 
 async def _first_frame(url: str) -> dict:
@@ -109,3 +118,24 @@ def test_a_websocket_without_token_or_origin_is_refused_at_the_handshake(served:
     job = httpx.post(f"{served}/jobs", json=BODY, timeout=DEADLINE).json()
     ws = served.replace("http://", "ws://") + f"/ws/runs/{job['runId']}/?changes=1"
     assert asyncio.run(_handshake_status(ws)) == 403
+
+
+@pytest.mark.parametrize("server", ["uvicorn", "granian"])
+def test_load_shedding_under_the_server(server: str, tmp_path: Path):
+    """WEB_MAX_IN_FLIGHT=1: one request after another is always admitted (the readiness probe's
+    included: a request stops counting once answered), and a burst gets the JSON 503 with
+    Retry-After for the excess, never another error."""
+    with _serving(server, tmp_path / "server.log", WEB_MAX_IN_FLIGHT="1") as base:
+        with httpx.Client(base_url=base, timeout=DEADLINE) as http:  # one connection: no pause between
+            one_by_one = [http.post("/jobs", json=BODY).status_code for _ in range(20)]
+        assert one_by_one == [202] * 20
+
+        async def burst() -> list[httpx.Response]:
+            async with httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
+                return await asyncio.gather(*(http.post("/jobs", json=BODY) for _ in range(30)))
+
+        answers = asyncio.run(burst())
+    statuses = Counter(r.status_code for r in answers)
+    assert set(statuses) == {202, 503} and statuses[202] >= 1, statuses
+    refused = next(r for r in answers if r.status_code == 503)
+    assert refused.headers["Retry-After"] and refused.json()["error"]["code"] == "unavailable"
