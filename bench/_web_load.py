@@ -9,8 +9,7 @@ import statistics
 import uuid
 from dataclasses import dataclass, field
 
-import httpx
-
+from bench._web_client import Answer, Client, ConnectionFailed
 from bench._web_servers import KEEPALIVE_CLIENT_S
 
 KINDS = ("503", "5xx", "html", "timeout", "conn", "4xx")
@@ -44,14 +43,14 @@ class RateFigures:
         return self.error_count / self.sent if self.sent else 0.0
 
 
-def _kind(response: httpx.Response) -> str | None:
+def _kind(response: Answer) -> str | None:
     """None for a success; else the error's kind."""
     html = response.headers.get("content-type", "").startswith("text/html")
     if response.status_code < 300 and not html:
         return None
     if html:
         return "html"
-    if response.status_code == 503 and response.headers.get("Retry-After"):
+    if response.status_code == 503 and response.headers.get("retry-after"):
         return "503"
     if response.status_code >= 500:
         return "5xx"
@@ -65,7 +64,7 @@ def percentile(ordered: list[float], p: float) -> float:
 
 
 async def load(
-    http: httpx.AsyncClient, path: str, body: bytes, rate: float, duration: float, timeout: float
+    http: Client, path: str, body: bytes, rate: float, duration: float, timeout: float
 ) -> tuple[list[Result], float]:
     """Send `rate` requests a second for `duration` seconds on schedule; return, per request,
     (latency from its scheduled time, lag of its actual send, error kind or None), and the
@@ -79,19 +78,17 @@ async def load(
         lag = loop.time() - scheduled
         kind: str | None
         try:
-            # One deadline for the whole request (httpx's timeout is per phase: connect, read...).
+            # One deadline for the whole request, connecting and reading included.
             response = await asyncio.wait_for(
                 http.post(
-                    path,
-                    content=body,
-                    headers={"Content-Type": "application/json", "Idempotency-Key": uuid.uuid4().hex},
+                    path, body, {"Content-Type": "application/json", "Idempotency-Key": uuid.uuid4().hex}
                 ),
                 timeout=max(0.001, scheduled + timeout - loop.time()),
             )
             kind = _kind(response)
-        except (httpx.TimeoutException, TimeoutError):
+        except TimeoutError:
             kind = "timeout"
-        except httpx.TransportError:
+        except ConnectionFailed:
             kind = "conn"
         results.append((loop.time() - scheduled, lag, kind))
 
@@ -109,16 +106,17 @@ async def load(
 def send_load(
     base: str, path: str, body: bytes, rate: float, duration: float, timeout: float
 ) -> tuple[list[Result], float]:
-    """`load` with a client of its own: enough connections that no request queues behind another
-    (open loop), and idle ones dropped before the server's keep-alive would close them under it
-    (reusing a connection the server is closing fails the request: counted as `conn`)."""
+    """`load` with a client of its own (bench/_web_client.py): a connection per request in
+    flight, so none queues behind another (open loop), and idle ones dropped before the server's
+    keep-alive would close them under it (reusing a connection the server is closing fails the
+    request: counted as `conn`)."""
 
     async def run() -> tuple[list[Result], float]:
-        limits = httpx.Limits(
-            max_connections=4000, max_keepalive_connections=4000, keepalive_expiry=KEEPALIVE_CLIENT_S
-        )
-        async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout) as http:
+        http = Client(base, keepalive_expiry=KEEPALIVE_CLIENT_S)
+        try:
             return await load(http, path, body, rate, duration, timeout)
+        finally:
+            await http.aclose()
 
     return asyncio.run(run())
 
