@@ -43,15 +43,17 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
+    # Django's own, run inline on the event loop under ASGI (config/middleware.py: no thread hop
+    # per hook), in Django's order and with its behaviour.
+    "config.middleware.SecurityMiddleware",
     # Every error under /api/ and /jobs in the one JSON shape: unknown URLs, 405s, 500s included.
     "workflows.http.JsonErrorsMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.middleware.SessionMiddleware",
+    "config.middleware.CommonMiddleware",
+    "config.middleware.CsrfViewMiddleware",
+    "config.middleware.AuthenticationMiddleware",
+    "config.middleware.MessageMiddleware",
+    "config.middleware.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"

@@ -2,7 +2,7 @@
 is answered `503 {"error": {"code": "unavailable", ...}}` with `Retry-After` at once, before Django
 spends anything on it (no thread, no middleware, no database connection).
 
-Why: daphne accepts every connection, and Django runs each request's sync code in a thread of its
+Why: an ASGI server (daphne, uvicorn, granian) accepts every connection, and Django runs each request's sync code in a thread of its
 own, so an overloaded process takes on ever more requests that all get slower together (measured:
 a median of seconds). Refusing the excess keeps the admitted requests fast and tells clients when
 to come back. WEB_MAX_IN_FLIGHT in the settings sets the limit (0: no limit).
@@ -61,10 +61,24 @@ class InFlightLimit:
             await self._refuse(send)
             return
         self.in_flight += 1
+        answered = False
+
+        async def send_and_count(message: MutableMapping[str, Any]) -> None:
+            # A request stops counting once its response is complete, not when the app returns:
+            # Django closes the response (the request_finished signal, in a thread) after the
+            # last byte is sent, and a client with the answer in hand may already send its next
+            # request (a readiness probe, then the first real one) — with a limit of 1, refused.
+            nonlocal answered
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body") and not answered:
+                answered = True
+                self.in_flight -= 1
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, send_and_count)
         finally:
-            self.in_flight -= 1
+            if not answered:  # failed, disconnected or never answered: its place is freed here
+                self.in_flight -= 1
 
     async def _refuse(self, send: Send) -> None:
         self.shed += 1

@@ -6,9 +6,11 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
+from django.utils import timezone
 
 from workflows import BadInput, RunNotFound, RunRecord, WorkflowClient
 from workflows.http import quoted
@@ -59,12 +61,7 @@ def job_submit(
     with transaction.atomic():
         if idempotency_key is not None:
             digest = body_hash({**body, "priority": priority} if priority else body)
-            try:
-                with transaction.atomic():  # a savepoint: a concurrent twin's insert wins
-                    IdempotencyKey.objects.create(
-                        key=idempotency_key, api_key=owner, body_hash=digest, job_id=job_id
-                    )
-            except IntegrityError:
+            if not _claim_key(idempotency_key, owner, digest, job_id):  # a twin's insert won
                 known = IdempotencyKey.objects.get(key=idempotency_key, api_key=owner)
                 try:
                     run_id = jobs_client().get([str(known.job_id)]).run_id
@@ -82,6 +79,38 @@ def job_submit(
         if owner is not None:
             JobOwner.objects.create(job_id=job_id, api_key=owner)
         return _start_job(job_id, body, priority)
+
+
+@cache
+def _claim_key_sql() -> str:
+    """The key's insert, built once: the table and columns as the model names them."""
+    meta = IdempotencyKey._meta
+    column = {field.name: str(field.column) for field in meta.concrete_fields}
+    columns = ", ".join(
+        connection.ops.quote_name(column[name])
+        for name in ("key", "api_key", "body_hash", "job_id", "created_at")
+    )
+    return (
+        f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({columns}) "
+        "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1"
+    )
+
+
+def _claim_key(key: str, owner: ApiKey | None, digest: str, job_id: str) -> bool:
+    """Record the Idempotency-Key for `job_id` in ONE statement: True if this request's insert
+    won, False if the key was already there (its row is then read). `ON CONFLICT DO NOTHING`
+    (no target: either partial unique constraint) rather than an insert in a savepoint that a
+    duplicate rolls back: no savepoint round trips and no error for a repeat. PostgreSQL and
+    SQLite (3.35+) both take this statement."""
+    job_uuid = IdempotencyKey._meta.get_field("job_id").get_db_prep_value(
+        uuid.UUID(job_id), connection, prepared=False
+    )
+    created = IdempotencyKey._meta.get_field("created_at").get_db_prep_value(
+        timezone.now(), connection, prepared=False
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(_claim_key_sql(), [key, owner.pk if owner else None, digest, job_uuid, created])
+        return cursor.fetchone() is not None
 
 
 def _start_job(job_id: str, body: dict[str, Any], priority: int) -> Submitted:

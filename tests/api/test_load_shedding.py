@@ -84,3 +84,27 @@ async def test_an_app_error_frees_its_place():
         except RuntimeError:
             pass
     assert app.in_flight == 0
+
+
+async def test_a_request_stops_counting_once_answered():
+    """Django still closes the response (a thread hop) after the last byte: a client holding the
+    answer may send its next request at once, and a limit of 1 must admit it."""
+    cleanup = asyncio.Event()
+
+    async def answers_then_cleans_up(scope, receive, send):
+        await send({"type": "http.response.start", "status": 202, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+        await cleanup.wait()
+
+    app = InFlightLimit(answers_then_cleans_up, limit=1)
+    first = asyncio.create_task(request(app))
+    for _ in range(10):  # until the first request is answered (a few loop turns)
+        await asyncio.sleep(0)
+    assert app.in_flight == 0
+    second = asyncio.create_task(request(app))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    cleanup.set()
+    assert (await asyncio.wait_for(first, 1))[0]["status"] == 202
+    assert (await asyncio.wait_for(second, 1))[0]["status"] == 202
+    assert app.in_flight == 0

@@ -56,13 +56,16 @@ def test_web_load_bench__small_sqlite_run_prints_its_table(tmp_path):
     done = run_bench(
         tmp_path,
         "web_load.py",
-        *("--db", "sqlite", "--rates", "10", "--duration", "1", "--warmup", "0"),
-        *("--json", str(tmp_path / "web.json")),
+        *("--db", "sqlite", "--rates", "10", "--duration", "1", "--warmup", "0", "--floor-duration", "1"),
+        *("--server", "uvicorn", "--no-runner", "--json", str(tmp_path / "web.json")),
     )
     assert "sustainable rate" in done.stdout and "target:" in done.stdout, done.stdout
+    assert "bare Django JSON view" in done.stdout and "drain by one runner" in done.stdout, done.stdout
     figures = json.loads((tmp_path / "web.json").read_text())
     [rate] = figures["rates"]
     assert rate["sent"] == 10 and rate["ok"] + sum(rate["errors"].values()) == 10
+    assert figures["floor"]["sent"] == 10 and figures["cpu"]["floor_ms"] > 0
+    assert figures["drain"]["runs"] == figures["drain"]["published"] >= rate["ok"]
 
 
 @pytest.mark.timeout(600)
