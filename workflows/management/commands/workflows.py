@@ -218,9 +218,7 @@ class Command(BaseCommand):
         self.stdout.write(f"run {run.id} is {run.status} (cancel requested).")
 
     def do_pause(self, *, run_id, workflow, reason, **_):
-        if (run_id is None) == (workflow is None):
-            raise CommandError("name either a RUN_ID or --workflow NAME")
-        if workflow is not None:
+        if _one_of(run_id, workflow) == "workflow":
             row = operations.pause_workflow(workflow, actor=_actor(), reason=reason)
             self.stdout.write(f"workflow {row.workflow!r} is paused: no run of it is claimed until resumed.")
             return
@@ -229,9 +227,7 @@ class Command(BaseCommand):
         self.stdout.write(f"run {run.id} is {after}.")
 
     def do_resume(self, *, run_id, workflow, reason, **_):
-        if (run_id is None) == (workflow is None):
-            raise CommandError("name either a RUN_ID or --workflow NAME")
-        if workflow is not None:
+        if _one_of(run_id, workflow) == "workflow":
             row = operations.resume_workflow(workflow, actor=_actor(), reason=reason)
             self.stdout.write(f"workflow {row.workflow!r} is resumed: its runs are claimed again.")
             return
@@ -287,6 +283,13 @@ class Command(BaseCommand):
         op = bulk_control.abort(op_id, actor=_actor(), reason=reason)
         after = "aborted" if op.finished else "stops after its current batch"
         self.stdout.write(f"bulk operation {op.id} {after}.")
+
+
+def _one_of(run_id: str | None, workflow: str | None) -> str:
+    """What pause and resume act on: "run" or "workflow", exactly one of them named."""
+    if (run_id is None) == (workflow is None):
+        raise CommandError("name either a RUN_ID or --workflow NAME")
+    return "run" if workflow is None else "workflow"
 
 
 def _confirm(question: str) -> bool:
