@@ -127,6 +127,14 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
     # The pool checks a connection before lending it (one empty round trip), so no request gets
     # a connection the server dropped (a restart, an idle timeout) and fails for that.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # libpq waits for ever on a server that drops packets (a network partition) unless told
+    # otherwise: a connect stuck there holds one of the pool's few connecting workers for the
+    # kernel's SYN retries (about 2 minutes), so a process would stay without connections that long
+    # after the network heals. A URL's own ?connect_timeout= wins.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "5"))
+    )
 
 # A streaming replica for the operators' list reads (WORKFLOWS["READ_DATABASE"], workflows/
 # read_source.py): the dashboard, the admin's lists, GET /api/runs. Nothing a run depends on reads
