@@ -112,6 +112,7 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
     # The runner sizes nothing itself: `runworkflows` refuses to start with a pool too small for
     # its --db-threads and sync steps (workflows.E013).
     DATABASES["default"]["OPTIONS"] = {
+        **DATABASES["default"].get("OPTIONS", {}),  # the URL's own (?sslmode=, ?connect_timeout=)
         "pool": {
             "min_size": int(os.environ.get("DATABASE_POOL_MIN_SIZE", "2")),
             "max_size": int(os.environ.get("DATABASE_POOL_MAX_SIZE", "20")),
@@ -122,7 +123,7 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
             # then gives up and tries anew at the next request: it bounds how long the pool may
             # stay empty after the server is back (its default, 300 s, allows minutes).
             "reconnect_timeout": 5.0,
-        }
+        },
     }
     # The pool checks a connection before lending it (one empty round trip), so no request gets
     # a connection the server dropped (a restart, an idle timeout) and fails for that.
