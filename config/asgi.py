@@ -12,9 +12,12 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from config.request_signals import none_at_request_start  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 from config.shedding import InFlightLimit  # noqa: E402
 from inspector.access import OriginCheck  # noqa: E402
+
+none_at_request_start()  # no hop to a thread when a request starts (config/request_signals.py)
 
 application = ProtocolTypeRouter(
     {

@@ -24,12 +24,14 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware as _Authentication
 from django.contrib.messages.middleware import MessageMiddleware as _Messages
+from django.contrib.messages.storage import default_storage
 from django.contrib.sessions.middleware import SessionMiddleware as _Sessions
 from django.http import HttpRequest, HttpResponseBase
 from django.middleware.clickjacking import XFrameOptionsMiddleware as _XFrameOptions
 from django.middleware.common import CommonMiddleware as _Common
 from django.middleware.csrf import CsrfViewMiddleware as _Csrf
 from django.middleware.security import SecurityMiddleware as _Security
+from django.utils.functional import SimpleLazyObject, empty
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
@@ -112,11 +114,29 @@ class AuthenticationMiddleware(InlineHooks, _Authentication):
 
 
 class MessageMiddleware(InlineHooks, _Messages):
-    """Attaching the storage reads nothing; storing messages (used or added) may write the session."""
+    """The storage is made when something first touches `request._messages` (adding a message,
+    a template listing them), not for every request: an API request never does, and making it
+    (a cookie and a session storage) was the costliest hook of `POST /jobs`. Storing messages
+    (used or added) may write the session: that hops."""
+
+    def process_request(self, request: HttpRequest) -> None:
+        request._messages = SimpleLazyObject(lambda: default_storage(request))  # type: ignore[attr-defined]
+
+    def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        if not _made(getattr(request, "_messages", None)):
+            return response
+        return super().process_response(request, response)
 
     def response_blocks(self, request: HttpRequest, response: HttpResponseBase) -> bool:
         storage = getattr(request, "_messages", None)
-        return storage is not None and bool(storage.used or storage.added_new)
+        return _made(storage) and bool(storage.used or storage.added_new)  # type: ignore[union-attr]
+
+
+def _made(storage: Any) -> bool:
+    """A message storage that exists: not None, and not a lazy one never touched."""
+    if isinstance(storage, SimpleLazyObject):
+        return storage._wrapped is not empty  # type: ignore[attr-defined]
+    return storage is not None
 
 
 class XFrameOptionsMiddleware(InlineHooks, _XFrameOptions):

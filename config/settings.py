@@ -248,6 +248,9 @@ WORKFLOWS = {
     "BULK_SECONDS": _optional_number("WORKFLOWS_BULK_SECONDS", "2"),
     "BULK_BATCH": int(os.environ.get("WORKFLOWS_BULK_BATCH", "200")),
     "BULK_PACE_SECONDS": float(os.environ.get("WORKFLOWS_BULK_PACE_SECONDS", "10")),
+    # PostgreSQL: connections of the web process's own for async starts and reads (POST /jobs),
+    # besides the pool's; 0: those go through Django's thread and the pool.
+    "ASYNC_CONNECTIONS": int(os.environ.get("WORKFLOWS_ASYNC_CONNECTIONS", "4")),
     # The largest recorded value (step input or output, state, message body...), as JSON bytes.
     "MAX_VALUE_BYTES": int(os.environ.get("WORKFLOWS_MAX_VALUE_BYTES", str(1024 * 1024))),
     # Model prices, USD per million tokens, by model name: cost on the run page and the dashboard,

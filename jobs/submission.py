@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from django.db import connection, transaction
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from workflows import BadInput, RunNotFound, RunRecord, WorkflowClient
@@ -81,19 +82,76 @@ def job_submit(
         return _start_job(job_id, body, priority)
 
 
+async def ajob_submit(
+    body: dict[str, Any],
+    *,
+    idempotency_key: str | None = None,
+    owner: ApiKey | None = None,
+    priority: int = 0,
+) -> Submitted:
+    """`job_submit` for an async view: the Idempotency-Key's row, the owner's, the run and its
+    start message written in one transaction by `aget_or_create(together=...)`: on PostgreSQL one
+    round trip from the event loop (WORKFLOWS["ASYNC_CONNECTIONS"]), no thread. A key already
+    there refuses that insert, so nothing is written, and the request takes `job_submit`'s way,
+    which answers with the key's job (or 422 for another body)."""
+    job_id = str(uuid.uuid4())
+    together = []
+    if idempotency_key is not None:
+        digest = body_hash({**body, "priority": priority} if priority else body)
+        together.append(
+            (_insert_sql(IdempotencyKey, KEY_FIELDS), _key_values(idempotency_key, owner, digest, job_id))
+        )
+    if owner is not None:
+        together.append(
+            (_insert_sql(JobOwner, OWNER_FIELDS), _db_values(JobOwner, OWNER_FIELDS, job_id, owner.pk))
+        )
+    try:
+        handle = await jobs_client().aget_or_create(
+            [job_id], priority=priority, message=("start", body), state={"title": body.get("title")},
+            together=together,
+        )  # fmt: skip
+    except IntegrityError:
+        if idempotency_key is None:
+            raise
+        submit = sync_to_async(job_submit)  # the key is known (or was just taken by a twin)
+        return await submit(body, idempotency_key=idempotency_key, owner=owner, priority=priority)
+    return Submitted(job_id=job_id, created=True, run_id=handle.run_id)
+
+
+KEY_FIELDS = ("key", "api_key", "body_hash", "job_id", "created_at")
+OWNER_FIELDS = ("job_id", "api_key", "created_at")
+
+
 @cache
-def _claim_key_sql() -> str:
-    """The key's insert, built once: the table and columns as the model names them."""
-    meta = IdempotencyKey._meta
+def _insert_sql(model: type[models.Model], fields: tuple[str, ...], suffix: str = "") -> str:
+    """A row's insert, built once: the table and columns as the model names them."""
+    meta = model._meta
     column = {field.name: str(field.column) for field in meta.concrete_fields}
-    columns = ", ".join(
-        connection.ops.quote_name(column[name])
-        for name in ("key", "api_key", "body_hash", "job_id", "created_at")
-    )
-    return (
-        f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({columns}) "
-        "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1"
-    )
+    columns = ", ".join(connection.ops.quote_name(column[name]) for name in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    return f"INSERT INTO {connection.ops.quote_name(meta.db_table)} ({columns}) VALUES ({marks}){suffix}"
+
+
+def _db_values(model: type[models.Model], fields: tuple[str, ...], *given: Any) -> list[Any]:
+    """The values as the database takes them (a UUID on SQLite is hex text; psycopg takes a UUID
+    and an aware datetime as they are), `created_at` now."""
+    values = [*given, timezone.now()] if fields[-1] == "created_at" else list(given)
+    if _native_values():
+        return values
+    return [
+        model._meta.get_field(name).get_db_prep_value(value, connection, prepared=False)
+        if name in ("job_id", "created_at") else value
+        for name, value in zip(fields, values, strict=True)
+    ]  # fmt: skip
+
+
+@cache
+def _native_values() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def _key_values(key: str, owner: ApiKey | None, digest: str, job_id: str) -> list[Any]:
+    return _db_values(IdempotencyKey, KEY_FIELDS, key, owner.pk if owner else None, digest, uuid.UUID(job_id))
 
 
 def _claim_key(key: str, owner: ApiKey | None, digest: str, job_id: str) -> bool:
@@ -102,14 +160,9 @@ def _claim_key(key: str, owner: ApiKey | None, digest: str, job_id: str) -> bool
     (no target: either partial unique constraint) rather than an insert in a savepoint that a
     duplicate rolls back: no savepoint round trips and no error for a repeat. PostgreSQL and
     SQLite (3.35+) both take this statement."""
-    job_uuid = IdempotencyKey._meta.get_field("job_id").get_db_prep_value(
-        uuid.UUID(job_id), connection, prepared=False
-    )
-    created = IdempotencyKey._meta.get_field("created_at").get_db_prep_value(
-        timezone.now(), connection, prepared=False
-    )
+    sql = _insert_sql(IdempotencyKey, KEY_FIELDS, " ON CONFLICT DO NOTHING RETURNING 1")
     with connection.cursor() as cursor:
-        cursor.execute(_claim_key_sql(), [key, owner.pk if owner else None, digest, job_uuid, created])
+        cursor.execute(sql, _key_values(key, owner, digest, job_id))
         return cursor.fetchone() is not None
 
 

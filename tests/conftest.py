@@ -64,6 +64,22 @@ def _lists_read_the_primary():
         settings.WORKFLOWS["READ_DATABASE"] = None
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _async_calls_join_the_test_transaction():
+    """A test's rows sit in its transaction on Django's connection, which the default store's own
+    event-loop connections (WORKFLOWS["ASYNC_CONNECTIONS"]) cannot see and would write past: the
+    suite's async starts and reads go through Django's thread. The processes tests start (web
+    servers) keep them, as in production, and tests/integration/test_async_connections.py sets
+    its own."""
+    from django.conf import settings
+
+    from workflows import conf
+
+    if settings.configured and isinstance(getattr(settings, "WORKFLOWS", None), dict):
+        settings.WORKFLOWS["ASYNC_CONNECTIONS"] = 0
+        conf.default_store.cache_clear()
+
+
 @pytest.fixture(autouse=True)
 def _close_engine_thread_connections():
     """The engine's store runs ORM calls in asgiref's single sync thread; close that thread's

@@ -114,7 +114,14 @@ CONNECTOR (default `"auto"`)
     a connection of its own while the one database thread is idle). "postgres-threads": every
     call through the database threads, step commits grouped there. "threads": every call through
     the database threads, nothing grouped. A store without database threads (a view's, a test's)
-    uses Django's thread whatever this says. Read when the store is built.
+    uses Django's thread whatever this says (but see ASYNC_CONNECTIONS). Read when the store is built.
+ASYNC_CONNECTIONS (default `4`)
+    PostgreSQL: how many connections of its own the process's default store (a web server's; not
+    a runner's) opens, from the event loop, for the async starts and reads an async view makes
+    (`await client.aget_or_create(...)`, `aget`): one round trip each, with no hop to a thread and
+    no pool checkout. Opened on first use; while all are busy, or with `0`, those calls go through
+    Django's thread. They see only committed rows: an async call never joins the caller's
+    transaction (a sync one does). Read when the store is built.
 ASYNC_COMMITS, GROUP_COMMIT, ASYNC_CLAIMS (retired)
     No longer read (`manage.py check` warns, workflows.W006): CONNECTOR chooses the paths they
     switched ("postgres-threads" for ASYNC_COMMITS off, "threads" for both off).
@@ -138,7 +145,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from functools import cache
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -189,6 +196,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_STREAM_BYTES": 16 * 1024 * 1024,
     "PREPARED_STATEMENTS": True,
     "CONNECTOR": "auto",
+    "ASYNC_CONNECTIONS": 4,
     "READ_DATABASE": None,
     "MODEL_PRICES": {},
 }
@@ -310,8 +318,17 @@ setting_changed.connect(_forget_registry, dispatch_uid="workflows.conf.forget_re
 
 @cache
 def default_store() -> DjangoStore:
-    from .storage.django import DjangoStore  # the models load only once the app registry is ready
+    """The process's store for clients, views and commands (a runner builds its own). On
+    PostgreSQL its async starts and reads go out from the event loop (ASYNC_CONNECTIONS)."""
+    from django.db import connection
 
+    from .storage.django import DjangoStore  # the models load only once the app registry is ready
+    from .storage.django.connectors import pipelines
+    from .storage.django.loop_connectors import DjangoThreadLoop
+
+    size = int(get("ASYNC_CONNECTIONS") or 0)
+    if size > 0 and connection.vendor == "postgresql" and pipelines():
+        return DjangoStore(connector=partial(DjangoThreadLoop, size=size))
     return DjangoStore()
 
 

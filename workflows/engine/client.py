@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 import inspect
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.clock import Clock
@@ -27,6 +27,7 @@ from .definition import Workflow
 
 if TYPE_CHECKING:
     from ..storage.base import Store
+    from ..storage.methods import Statement
 
 WAIT_POLL_START = 0.01  # seconds: first look for a completed message, doubling ...
 WAIT_POLL_MAX = 0.25  # seconds: ... up to this
@@ -103,6 +104,7 @@ class WorkflowClient:
         debounce: float | None = None,
         priority: int = 0,
         message: tuple[str, Any] | None = None,
+        together: Sequence[Statement] = (),
     ) -> RunHandle:
         """The run of this key, created (and started) when missing: a stable key makes starts
         idempotent (traced as a PRODUCER span whose context a new run keeps, tracing on). `state` is merged over the workflow's initial state of a run this creates.
@@ -113,14 +115,20 @@ class WorkflowClient:
         last such start of the key; each one that comes before the run has started pushes it back
         and replaces its `state`. `message=(queue, body)`: a run this call creates gets it as its
         first message, stored with the run (one statement on PostgreSQL), so no runner ever sees
-        the run without it; a run the key already has does not get it (`handle.created` tells)."""
+        the run without it; a run the key already has does not get it (`handle.created` tells).
+        `together=[(sql, params), ...]`: rows of the caller's own (an idempotency record) written
+        first in the start's transaction, whether it creates the run or finds it: one that fails
+        (a unique key taken) leaves nothing written and raises the database's error; from an
+        async view (`aget_or_create`) they go in the start's one round trip. Not with
+        `on_conflict="replace"` or `debounce`."""
         new = self.start_args(key, state, on_conflict, debounce, priority)
         first = self._first_message(message)
+        _check_together(together, on_conflict, debounce)
         with producer_span("start", self.name) as producer:
             if first is not None:  # the message carries the start's trace context, as the run does
                 new = new.but(first_message=dataclasses.replace(first, trace_context=producer.carrier))
             if on_conflict == "existing" and debounce is None:
-                run, created = self.store.get_or_create_run(new.but(trace_context=producer.carrier))
+                run, created = self.store.get_or_create_run(new.but(trace_context=producer.carrier), together)
             else:
                 run, created = self.store.start_run(new, replace=on_conflict == "replace", debounce=debounce)
             producer.produced(run_id=run.id, created=created)
@@ -135,15 +143,19 @@ class WorkflowClient:
         debounce: float | None = None,
         priority: int = 0,
         message: tuple[str, Any] | None = None,
+        together: Sequence[Statement] = (),
     ) -> RunHandle:
         await self.clock.anow()  # read the database's time now if due: start_args may not (in a loop)
         new = self.start_args(key, state, on_conflict, debounce, priority)
         first = self._first_message(message)
+        _check_together(together, on_conflict, debounce)
         with producer_span("start", self.name) as producer:
             if first is not None:  # the message carries the start's trace context, as the run does
                 new = new.but(first_message=dataclasses.replace(first, trace_context=producer.carrier))
             if on_conflict == "existing" and debounce is None:
-                run, created = await self.store.aget_or_create_run(new.but(trace_context=producer.carrier))
+                run, created = await self.store.aget_or_create_run(
+                    new.but(trace_context=producer.carrier), together
+                )
             else:
                 run, created = await self.store.astart_run(
                     new, replace=on_conflict == "replace", debounce=debounce
@@ -348,3 +360,8 @@ class RunHandle:
 
     async def acancel(self) -> RunRecord:
         return await self._client.store.arequest_cancel(self.run_id, now=await self._client.clock.anow())
+
+
+def _check_together(together: Sequence[Statement], on_conflict: str, debounce: float | None) -> None:
+    if together and (on_conflict != "existing" or debounce is not None):
+        raise BadInput('together= is for a plain start: not with on_conflict="replace" or debounce')

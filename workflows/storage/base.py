@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from ..core.clock import Clock
@@ -31,7 +31,7 @@ from ..core.records import (
 )
 from ..core.schedules import RunStart, ScheduleDeclaration, ScheduleRecord
 from ..core.streams import ChunkRecord
-from .methods import StoreMethods
+from .methods import Statement, StoreMethods
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -58,8 +58,10 @@ class Store(StoreMethods):
     async def adatabase_time(self) -> dt.datetime:
         return await self.run_sync(self.database_time)
 
-    async def aget_or_create_run(self, new: NewRun) -> tuple[RunRecord, bool]:
-        return await self.run_sync(self.get_or_create_run, new)
+    async def aget_or_create_run(
+        self, new: NewRun, together: Sequence[Statement] = ()
+    ) -> tuple[RunRecord, bool]:
+        return await self.run_sync(self.get_or_create_run, new, together)
 
     async def aget_or_create_held_run(
         self, new: NewRun, *, owner: str, lease_seconds: float

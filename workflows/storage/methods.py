@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..core.concurrency import GroupUse
@@ -29,17 +29,22 @@ from ..core.records import (
 from ..core.schedules import RunStart, ScheduleDeclaration, ScheduleRecord
 from ..core.streams import ChunkRecord
 
+# A statement of the caller's own: SQL text (`%s` placeholders) and its parameters.
+Statement = tuple[str, Sequence[Any]]
+
 
 class StoreMethods(ABC):
     """Methods are synchronous (the Django store runs them in Django's database thread)."""
 
     # --- runs ---
     @abstractmethod
-    def get_or_create_run(self, new: NewRun) -> tuple[RunRecord, bool]:
+    def get_or_create_run(self, new: NewRun, together: Sequence[Statement] = ()) -> tuple[RunRecord, bool]:
         """The run of (new.workflow, new.key), created runnable when missing; a stable key makes
         starts idempotent. `trace_context`, `priority` and `concurrency_group` are kept with a new
         run only. `first_message` (its queue, body and trace context; no target) is stored for a
-        new run only, in the transaction that creates it, so the run is never seen without it."""
+        new run only, in the transaction that creates it, so the run is never seen without it.
+        `together`: the caller's own statements (SQL text, parameters), run first in the same
+        transaction: one that fails (a unique key taken) leaves nothing written and raises."""
 
     @abstractmethod
     def get_or_create_held_run(

@@ -1,7 +1,9 @@
-"""The connectors of a runner's store that send from its event loop: PostgreSQL (`PostgresLoop`:
-step commits on one connection of the store's own, claims and resume reads on another) and SQLite
-(`SqliteLoop`: step commits and the change check on a connection of its own while the one database
-thread is idle). Everything else goes through the database threads (`connectors.Threads`)."""
+"""The connectors that send from an event loop: a runner's store on PostgreSQL (`PostgresLoop`:
+step commits on one connection of the store's own, claims and resume reads on another) and on
+SQLite (`SqliteLoop`: step commits and the change check on a connection of its own while the one
+database thread is idle), where everything else goes through the database threads
+(`connectors.Threads`); and a web process's store on PostgreSQL (`DjangoThreadLoop`: async starts
+and reads on a few connections of its own, the rest in Django's thread)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,18 @@ from typing import Any
 from ...core.records import Commit, CommitResult
 from . import commit_statement, loop_connection, notify, prepared
 from .async_commits import AsyncCommits
-from .connectors import P, R, Rows, Statement, SyncCommit, Threads, connection_params, log_group, pipelines
+from .connectors import (
+    DjangoThread,
+    P,
+    R,
+    Rows,
+    Statement,
+    SyncCommit,
+    Threads,
+    connection_params,
+    log_group,
+    pipelines,
+)
 from .loop_reads import LoopReads
 from .reconnect import reconnecting
 from .sqlite_loop import SqliteLoopCommits, loop_params, passive_checkpoint
@@ -68,6 +81,36 @@ class PostgresLoop(Threads):
     async def _commit_in_thread(self, pending: commit_statement.Pending) -> CommitResult:
         run_id, owner, commit, now = pending
         return await self.run_sync(self._commit, run_id=run_id, owner=owner, commit=commit, now=now)
+
+
+class DjangoThreadLoop(DjangoThread):
+    """The default store of a process that is not a runner (a web server's) on PostgreSQL: its
+    async starts and reads (`aget_or_create`, `aget`, as an async view makes them) go out from the
+    event loop on up to `size` autocommit connections of its own (`loop_reads`), one round trip
+    each and no hop to a thread; everything else, and those calls when every connection is busy,
+    in Django's thread as `DjangoThread` makes them. Those connections see only what is committed:
+    a call inside the caller's `transaction.atomic` must be a sync one (`get_or_create`)."""
+
+    name = "django-thread-loop"
+    vendor = "postgresql"
+
+    def __init__(self, threads: int, commit: SyncCommit, *, size: int = 4) -> None:
+        super().__init__(threads, commit)
+        self.reads = LoopReads(self._loop_connection, size=size)
+
+    @property
+    def reads_here(self) -> bool:
+        return not self.reads.busy
+
+    async def read(self, statements: list[Statement]) -> Rows | None:
+        return await self.reads.fetch(statements)
+
+    def close(self) -> None:
+        self.reads.close()
+
+    async def _loop_connection(self) -> Any:
+        params, role = await self.run_sync(connection_params)
+        return await loop_connection.open_connection(params, prepared.enabled(), role)
 
 
 class SqliteLoop(Threads):

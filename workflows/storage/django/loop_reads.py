@@ -5,9 +5,10 @@ ran before (`statements.postgres.CLAIMED_HISTORY`), so a run woken by a message 
 first step; through a database thread each call costs a hop to the thread and back on top of its
 round trip (`bench/send_path.py` shows the phases).
 
-One call at a time: while one is in flight the next goes through the database threads, so a
-runner waking for one run pays no hop, and a busy one still reads as many histories at once as
-it has threads. The claim of workflows with a concurrency limit stays on the threads (it takes
+One call at a time per connection (a runner has one; a web process's store a few, see
+`loop_connectors.DjangoThreadLoop`): while every one is in flight the next goes through the
+threads, so a runner waking for one run pays no hop, and a busy one still reads as many histories
+at once as it has threads. The claim of workflows with a concurrency limit stays on the threads (it takes
 their advisory lock in a transaction of several statements).
 
 Failures are said as the threads say them. The connection failing (psycopg's OperationalError,
@@ -31,46 +32,56 @@ Statement = tuple[str, Sequence[Any]]
 
 
 class LoopReads:
-    def __init__(self, connect: Callable[[], Awaitable[Any]]) -> None:
-        self.connection = LoopConnection(connect)
-        self._busy = False
+    """`size` connections, each opened on first use; the last one freed is the next one used, so a
+    lone caller keeps reusing one warm connection and the others open only under concurrency."""
+
+    def __init__(self, connect: Callable[[], Awaitable[Any]], size: int = 1) -> None:
+        self.connections = [LoopConnection(connect) for _ in range(max(1, size))]
+        self._free = list(reversed(self.connections))  # popped from the end: connections[0] first
         self.calls = 0  # answered here (tests, benchmarks)
         self.statements = 0  # ... in this many statements
         self.refused = 0  # refused here, so made through the threads
 
     @property
+    def connection(self) -> LoopConnection:
+        """The connection a lone call uses (tests, benchmarks)."""
+        return self.connections[0]
+
+    @property
     def busy(self) -> bool:
-        """A call is in flight: the next goes through the threads."""
-        return self._busy
+        """A call is in flight on every connection: the next goes through the threads."""
+        return not self._free
 
     async def fetch(self, statements: list[Statement]) -> list[list[tuple[Any, ...]]] | None:
         """Each statement's rows; all sent in one pipeline: one round trip, one transaction.
         None when a statement was refused (nothing of them was written)."""
         import psycopg
 
-        self._busy = True
+        connection = self._free.pop()  # IndexError if busy: callers ask `busy` first
         try:
-            conn = await self.connection.get()
+            conn = await connection.get()
             async with contextlib.AsyncExitStack() as stack:
                 cursors = [await stack.enter_async_context(conn.cursor()) for _ in statements]
                 async with conn.pipeline():
                     for cursor, (text, params) in zip(cursors, statements, strict=True):
                         await cursor.execute(text, params, prepare=True)  # unless it prepares nothing
-                rows = [await cursor.fetchall() for cursor in cursors]
+                # A statement answering no rows (an INSERT without RETURNING) reads as none.
+                rows = [await cursor.fetchall() if cursor.description else [] for cursor in cursors]
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            self.connection.forget()
+            connection.forget()
             raise StoreUnavailable(f"the database failed: {exc}".strip()) from exc
         except (psycopg.Error, ValueError, TypeError):
             self.refused += 1
             return None
         except BaseException:  # cancelled mid-call: the connection may be left mid-pipeline
-            self.connection.forget()
+            connection.forget()
             raise
         finally:
-            self._busy = False
+            self._free.append(connection)
         self.calls += 1
         self.statements += len(statements)
         return rows
 
     def close(self) -> None:
-        self.connection.forget()
+        for connection in self.connections:
+            connection.forget()

@@ -64,10 +64,11 @@ class StorePaths(Store):
 def choose(db_threads: int | None, choice: ConnectorChoice | None, commit: SyncCommit) -> Connector:
     """The store's connector. WORKFLOWS["CONNECTOR"] is read here, once, and only for a store with
     database threads (a runner's): a store without has Django's thread, whatever it says."""
-    if db_threads is None:
-        if choice not in (None, DjangoThread):
-            raise ValueError("a connector other than DjangoThread needs db_threads")
-        return DjangoThread(0, commit)
+    if db_threads is None:  # Django's thread, or a connector built on it (`DjangoThreadLoop`)
+        built = choice(0, commit) if callable(choice) else DjangoThread(0, commit) if choice is None else None
+        if not isinstance(built, DjangoThread):
+            raise ValueError("a connector other than DjangoThread (or one built on it) needs db_threads")
+        return built
     threads = 1 if connection.vendor == "sqlite" else max(1, db_threads)  # SQLite: one writer
     factory: Callable[[int, SyncCommit], Connector]
     if choice is None:  # what the setting names (whatever it holds: a wrong one is refused)

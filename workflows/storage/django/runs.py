@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 from django.core.exceptions import ValidationError
 from django.db import (
@@ -27,6 +28,7 @@ from ...core.records import (
 )
 from ...core.streams import ChunkRecord
 from ...models import Message, Run
+from ..methods import Statement
 from . import limits, messages, notify, starts, values
 from .paths import StorePaths
 from .prepared import hot_cursor
@@ -49,7 +51,12 @@ RUN_BY_KEY = shared.SELECT_RUN_BY_KEY.format(columns=", ".join(RUN_COLUMNS))
 class DjangoRuns(StorePaths):
     """Runs started, read, sent to, cancelled; limiters and events."""
 
-    def get_or_create_run(self, new: NewRun) -> tuple[RunRecord, bool]:
+    def get_or_create_run(self, new: NewRun, together: Sequence[Statement] = ()) -> tuple[RunRecord, bool]:
+        if together:  # the caller's statements first, in the run's transaction
+            with transaction.atomic(), connection.cursor() as cursor:
+                for sql, params in together:
+                    cursor.execute(sql, params)
+                return self.get_or_create_run(new)
         if values.pg():  # one statement creates it (and wakes runners) unless the key is taken
             created = starts.insert_run_if_new(new)
             if created is not None:
@@ -100,15 +107,21 @@ class DjangoRuns(StorePaths):
                 return run, created, False
         return await self.run_sync(self.get_or_create_held_run, new, owner=owner, lease_seconds=lease_seconds)
 
-    async def aget_or_create_run(self, new: NewRun) -> tuple[RunRecord, bool]:
-        """A runner's store (a run started by a workflow's code, `Runner.start`) creates the
-        connector's way (`read`); a taken key goes through the threads, which read its run."""
+    async def aget_or_create_run(
+        self, new: NewRun, together: Sequence[Statement] = ()
+    ) -> tuple[RunRecord, bool]:
+        """A runner's store (a run started by a workflow's code, `Runner.start`) and a web
+        process's (`DjangoThreadLoop`) create the connector's way (`read`: `together` and the run
+        in one round trip, one transaction); a taken key goes through the threads, which read its
+        run (`together` was written then), and so does a refused statement, which raises there."""
         if self.connector.reads_here:
             statement = starts.new_run_statement(new)
-            rows = await self.connector.read([(statement.sql, statement.params)])
-            if rows is not None and rows[0]:
-                return statement.record, True
-        return await self.run_sync(self.get_or_create_run, new)
+            rows = await self.connector.read([*together, (statement.sql, statement.params)])
+            if rows is not None:
+                if rows[-1]:
+                    return statement.record, True
+                return await self.run_sync(self.get_or_create_run, new)
+        return await self.run_sync(self.get_or_create_run, new, together)
 
     async def aget_run(self, run_id: str) -> RunRecord:
         """The connector's way (`read`), else through the threads."""
@@ -136,6 +149,16 @@ class DjangoRuns(StorePaths):
         if row is None:
             raise RunNotFound(f"no run with id {quoted(run_id)}")
         return run_from_row(row)
+
+    async def afind_run(self, workflow: str, key: list[str]) -> RunRecord:
+        """The connector's way (`read`: `GET /jobs/{id}` in a web process), else the threads."""
+        if self.connector.reads_here:
+            rows = await self.connector.read([(RUN_BY_KEY, [workflow, key_identity(key)[1]])])
+            if rows is not None:
+                if not rows[0]:
+                    raise RunNotFound(f"no {workflow} run with key {quoted(key)}")
+                return run_from_row(rows[0][0])
+        return await self.run_sync(self.find_run, workflow, key)
 
     def find_run(self, workflow: str, key: list[str]) -> RunRecord:
         run = run_by_key(workflow, key)
