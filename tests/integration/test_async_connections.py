@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import time
 
+import psycopg
 import pytest
 from django.db import IntegrityError, connection
 
@@ -16,7 +18,9 @@ from jobs.models import IdempotencyKey
 from workflows import BadInput, RunNotFound, conf, setup, workflow
 from workflows.models import Message, Run
 from workflows.storage.django import DjangoStore
+from workflows.storage.django.loop_connection import dropped
 from workflows.storage.django.loop_connectors import DjangoThreadLoop
+from workflows.storage.django.notify import _libpq_params
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the store's own connections see the rows
 
@@ -127,6 +131,30 @@ def test_while_every_loop_connection_is_busy_a_start_goes_through_django_s_threa
     handles = asyncio.run(both())
     assert all(h.created for h in handles) and Run.objects.count() == 2
     assert loop_store.connector.reads.calls == 1  # the other one took the thread
+
+
+@only_pg
+def test_a_loop_connection_the_server_dropped_while_idle_is_replaced_before_use(loop_store):
+    """As after a database restart: the next start opens a new connection instead of failing."""
+    client = registry.client("wf", store=loop_store)
+
+    async def go():
+        await client.aget_or_create(["a"])
+        conn = loop_store.connector.reads.connection.current
+        pid = conn.info.backend_pid
+        with psycopg.connect(**_libpq_params(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        deadline = time.monotonic() + 10
+        while not dropped(conn):  # the server's notice reaches the socket
+            assert time.monotonic() < deadline, "the terminated connection never read"
+            await asyncio.sleep(0.01)
+        handle = await client.aget_or_create(["b"])
+        after = loop_store.connector.reads.connection.current
+        return pid, handle, after.info.backend_pid
+
+    before, handle, after = asyncio.run(go())
+    assert handle.created and after != before
+    assert Run.objects.count() == 2 and loop_store.connector.reads.calls == 2
 
 
 @only_pg

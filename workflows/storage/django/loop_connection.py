@@ -7,6 +7,7 @@ layers on top (`bench/hot_path.py` measures both ways)."""
 from __future__ import annotations
 
 import asyncio
+import select
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,10 +18,11 @@ class LoopConnection:
     """Opened on first use, again after `forget` (it failed) and in a new event loop (a
     connection belongs to the loop that opened it: a test's `asyncio.run` each time)."""
 
-    def __init__(self, connect: Callable[[], Awaitable[Any]]) -> None:
+    def __init__(self, connect: Callable[[], Awaitable[Any]], *, check_idle: bool = False) -> None:
         self._connect = connect  # opens one (`PostgresLoop._loop_connection`)
         self._conn: Any = None  # psycopg.AsyncConnection
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._check_idle = check_idle  # a web request's: see `dropped`
 
     @property
     def current(self) -> Any:
@@ -29,7 +31,9 @@ class LoopConnection:
 
     async def get(self) -> Any:
         loop = asyncio.get_running_loop()
-        if self._conn is not None and (self._conn.closed or self._loop is not loop):
+        if self._conn is not None and (
+            self._conn.closed or self._loop is not loop or (self._check_idle and dropped(self._conn))
+        ):
             self.forget()
         if self._conn is None:
             self._conn = await self._connect()
@@ -42,6 +46,19 @@ class LoopConnection:
         conn, self._conn = self._conn, None
         if conn is not None and not conn.closed:
             conn.pgconn.finish()
+
+
+def dropped(conn: Any) -> bool:
+    """Whether the server closed this idle connection (a restart, an idle timeout): its socket
+    reads (the server's FATAL notice, or the end) while no statement is in flight. One poll, no
+    round trip: a web request then opens a new connection instead of failing with 503, as a
+    pool's check before lending spares it. A runner's connections skip it: a cut says
+    StoreUnavailable and the engine re-reads, whatever the moment of the cut."""
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except Exception:  # psycopg: no socket any more; the OS: a closed descriptor
+        return True
+    return bool(readable)
 
 
 async def open_connection(params: dict[str, Any], prepare: bool, role: str | None) -> Any:

@@ -88,15 +88,16 @@ class DjangoThreadLoop(DjangoThread):
     async starts and reads (`aget_or_create`, `aget`, as an async view makes them) go out from the
     event loop on up to `size` autocommit connections of its own (`loop_reads`), one round trip
     each and no hop to a thread; everything else, and those calls when every connection is busy,
-    in Django's thread as `DjangoThread` makes them. Those connections see only what is committed:
-    a call inside the caller's `transaction.atomic` must be a sync one (`get_or_create`)."""
+    in Django's thread as `DjangoThread` makes them. A connection the server dropped while idle (a
+    restart) is replaced before use, not failed with. Those connections see only what is
+    committed: a call inside the caller's `transaction.atomic` must be a sync one (`get_or_create`)."""
 
     name = "django-thread-loop"
     vendor = "postgresql"
 
     def __init__(self, threads: int, commit: SyncCommit, *, size: int = 4) -> None:
         super().__init__(threads, commit)
-        self.reads = LoopReads(self._loop_connection, size=size)
+        self.reads = LoopReads(self._loop_connection, size=size, check_idle=True)
 
     @property
     def reads_here(self) -> bool:

@@ -35,8 +35,10 @@ class LoopReads:
     """`size` connections, each opened on first use; the last one freed is the next one used, so a
     lone caller keeps reusing one warm connection and the others open only under concurrency."""
 
-    def __init__(self, connect: Callable[[], Awaitable[Any]], size: int = 1) -> None:
-        self.connections = [LoopConnection(connect) for _ in range(max(1, size))]
+    def __init__(
+        self, connect: Callable[[], Awaitable[Any]], size: int = 1, *, check_idle: bool = False
+    ) -> None:
+        self.connections = [LoopConnection(connect, check_idle=check_idle) for _ in range(max(1, size))]
         self._free = list(reversed(self.connections))  # popped from the end: connections[0] first
         self.calls = 0  # answered here (tests, benchmarks)
         self.statements = 0  # ... in this many statements
