@@ -344,3 +344,70 @@ def test_the_watch_wakes_when_its_connection_fails_and_when_it_is_back_not_at_ev
 
     asyncio.run(go())
     assert len(wakes) == 2
+
+
+def claimed_runs(n: int, owner: str = "a") -> list[str]:
+    store = DjangoStore()
+    for i in range(n):
+        store.get_or_create_run(
+            NewRun(workflow="wf", key=[f"k{i}"], version="v", initial_state={}, now=now())
+        )
+    return [
+        run.id for run in store.claim(owner=owner, workflows=["wf"], limit=n, lease_seconds=30, now=now())
+    ]
+
+
+def test_commits_ready_in_one_turn_of_the_loop_share_one_transaction(store):
+    warm, *run_ids = claimed_runs(6)
+
+    async def go():
+        await store.acommit(run_id=warm, owner="a", commit=a_step(0), now=now())  # the connection is open
+        commits = [store.acommit(run_id=r, owner="a", commit=a_step(0), now=now()) for r in run_ids]
+        return await asyncio.gather(*commits)
+
+    results = asyncio.run(go())
+    loop_commits = store.connector.loop_commits
+    assert (loop_commits.commits, loop_commits.transactions, loop_commits.through_thread) == (6, 2, 0)
+    assert all(positions(r) == [0] for r in run_ids)
+    assert sorted(r.entry_ids[0] for r in results) == sorted(
+        Entry.objects.filter(run_id__in=run_ids).values_list("id", flat=True)
+    )
+
+
+def test_in_a_shared_transaction_a_lost_lease_fails_its_own_commit_only(store):
+    warm, *run_ids = claimed_runs(4)
+    Run.objects.filter(id=run_ids[1]).update(lease_owner="b")
+
+    async def go():
+        await store.acommit(run_id=warm, owner="a", commit=a_step(0), now=now())  # the connection is open
+        commits = [store.acommit(run_id=r, owner="a", commit=a_step(0), now=now()) for r in run_ids]
+        return await asyncio.gather(*commits, return_exceptions=True)
+
+    first, lost, last = asyncio.run(go())
+    assert (
+        isinstance(lost, LeaseLost)
+        and not isinstance(first, BaseException)
+        and not isinstance(last, BaseException)
+    )
+    assert [positions(r) for r in run_ids] == [[0], [], [0]]
+    assert (store.connector.loop_commits.commits, store.connector.loop_commits.transactions) == (3, 2)
+
+
+def test_a_commit_whose_waiter_is_cancelled_before_the_turn_ends_is_not_written(store):
+    warm, *run_ids = claimed_runs(3)
+
+    async def go():
+        await store.acommit(run_id=warm, owner="a", commit=a_step(0), now=now())  # the connection is open
+        kept = asyncio.ensure_future(store.acommit(run_id=run_ids[0], owner="a", commit=a_step(0), now=now()))
+        dropped = asyncio.ensure_future(
+            store.acommit(run_id=run_ids[1], owner="a", commit=a_step(0), now=now())
+        )
+        await asyncio.sleep(0)  # both joined the batch; its write comes at the end of the turn
+        dropped.cancel()
+        await kept
+        with pytest.raises(asyncio.CancelledError):
+            await dropped
+
+    asyncio.run(go())
+    assert [positions(r) for r in run_ids] == [[0], []]
+    assert (store.connector.loop_commits.commits, store.connector.loop_commits.transactions) == (2, 2)

@@ -22,6 +22,13 @@ It never waits for a lock, so it never holds the loop for long:
   (the engine re-reads the run's history) and the connection is dropped, as the thread path does.
 Commits with messages or child starts go through the thread: they use the ORM.
 
+Group commit: the commits made ready in one turn of the loop share one transaction, written at
+the end of that turn (nothing waits to fill it: a lone commit goes alone, at once), so at
+`synchronous=FULL` they wait for the disk once, and a runner takes the write lock once for them
+all. Each is written in a savepoint of its own: one that fails (its lease lost, a value refused)
+is rolled back alone and said to its waiter, or sent through the thread, as above; the others
+commit. A waiter cancelled before the turn ends is not written.
+
 Checkpoints: this connection never copies the WAL into the database itself (`wal_autocheckpoint`
 off, so the loop never waits for it); every CHECKPOINT_EVERY commits it asks the database thread
 for one and does not wait. Commits meanwhile wait for it, as a commit that checkpoints in the
@@ -118,7 +125,10 @@ class SqliteLoopCommits:
         self._conn: sqlite3.Connection | None = None  # not tied to a loop: a test's next one uses it
         self._since_checkpoint = 0
         self._waiters: list[asyncio.Future[None]] = []  # commits waiting for the thread to be idle
+        self._batch: list[_Queued] = []  # commits made ready in this turn of the loop
+        self._flush: asyncio.Handle | None = None  # the batch's write, when scheduled
         self.commits = 0  # commits written in the loop (tests, benchmarks)
+        self.transactions = 0  # ... in this many transactions
         self.through_thread = 0  # ... and sent through the thread instead
 
     def accepts(self, commit: Commit) -> bool:
@@ -135,7 +145,7 @@ class SqliteLoopCommits:
                 break
             if not self._thread_idle():  # opening it asked the thread
                 continue
-            result = self._write(conn, run_id, owner, commit, now)
+            result = await self._joined((run_id, owner, commit, now))
             if result is not None:
                 return result
             break
@@ -164,6 +174,37 @@ class SqliteLoopCommits:
             waiters, self._waiters = self._waiters, []
             for waiter in waiters:
                 _wake(waiter)
+        if self._batch and self._flush is not None and self._thread_idle():  # at once, not at the next poll
+            self._flush.cancel()
+            self._flush = asyncio.get_running_loop().call_soon(self._write_batch)
+
+    def _joined(self, pending: commit_statement.Pending) -> asyncio.Future[CommitResult | None]:
+        """The commit, written with the others made ready in this turn of the loop (`_write_batch`):
+        its result, or None when the thread should write it."""
+        loop = asyncio.get_running_loop()
+        queued = _Queued(pending, loop.create_future())
+        self._batch.append(queued)
+        if self._flush is None:
+            self._flush = loop.call_soon(self._write_batch)
+        return queued.done
+
+    def _write_batch(self) -> None:
+        """At the end of the loop's turn: the batch in one transaction, once the database thread
+        has nothing in flight (else a little later). Never raises: every waiter is answered."""
+        self._flush = None
+        if not self._thread_idle():
+            self._flush = asyncio.get_running_loop().call_later(IDLE_POLL, self._write_batch)
+            return
+        batch, self._batch = [q for q in self._batch if not q.done.done()], []
+        conn = self._reopened() if batch else None
+        try:
+            if conn is not None:
+                self._write(conn, batch)
+        except BaseException as exc:
+            for queued in batch:
+                _answer(queued, exc)
+        for queued in batch:  # not written here: the thread writes it
+            _answer(queued, None)
 
     async def connection(self) -> sqlite3.Connection | None:
         """The connection, opened on first use (None: the file cannot be shared so)."""
@@ -195,40 +236,69 @@ class SqliteLoopCommits:
             return None
 
     def close(self) -> None:
+        """After the runner's loop ended: nothing waits for a batch any more."""
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        self._batch = []
         self._drop()
 
-    def _write(
-        self, conn: sqlite3.Connection, run_id: str, owner: str, commit: Commit, now: dt.datetime
-    ) -> CommitResult | None:
-        """The commit in one transaction on `conn`; None when it wrote nothing and the thread
-        should do it (the write lock is taken, or an error before the transaction ended)."""
+    def _write(self, conn: sqlite3.Connection, batch: list[_Queued]) -> None:
+        """The batch's commits in one transaction on `conn`, each in a savepoint of its own; the
+        waiters of those written get their results once it committed. Those left unanswered
+        go through the thread: the write lock was taken (another process writes), or an error
+        before the transaction ended wrote nothing of them."""
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error:  # another process holds the write lock (busy timeout 0)
             if conn.in_transaction:  # never left open: it would hold the lock
                 self._rollback(conn)
-            return None
+            return
+        written: list[tuple[_Queued, CommitResult]] = []
+        for queued in batch:
+            run_id, owner, commit, now = queued.pending
+            try:
+                conn.execute("SAVEPOINT step_commit")
+                result = writes.write_commit(_Cursor(conn), run_id, owner, commit, now, on_pg=False)
+                conn.execute("RELEASE step_commit")
+            except BaseException as exc:
+                if not conn.in_transaction:  # the whole transaction ended: landed or not, unknown
+                    self._drop()
+                    raise self._lost(run_id, exc) from exc
+                conn.execute("ROLLBACK TO step_commit")  # this one alone: nothing of it written
+                conn.execute("RELEASE step_commit")
+                if isinstance(exc, LeaseLost) or not isinstance(exc, Exception):
+                    _answer(queued, exc)
+                else:  # said by the thread path if it happens again there, as without this path
+                    logger.debug(
+                        "SQLite loop commit of run %s sent through the thread", run_id, exc_info=True
+                    )
+                continue
+            written.append((queued, result))
         try:
-            result = writes.write_commit(_Cursor(conn), run_id, owner, commit, now, on_pg=False)
             conn.execute("COMMIT")
         except BaseException as exc:
             if not conn.in_transaction:  # ended without our COMMIT succeeding: landed or not, unknown
                 self._drop()
-                if isinstance(exc, sqlite3.Error):
-                    raise StoreUnavailable(f"SQLite failed to commit a write of run {run_id}: {exc}") from exc
-                raise
-            self._rollback(conn)  # nothing written
-            if isinstance(exc, LeaseLost) or not isinstance(exc, Exception):
-                raise
-            # Said by the thread path if it happens again there, as a runner without this path says it.
-            logger.debug("SQLite loop commit of run %s sent through the thread", run_id, exc_info=True)
-            return None
-        self.commits += 1
-        self._since_checkpoint += 1
+                for queued, _ in written:
+                    _answer(queued, self._lost(queued.pending[0], exc))
+                return
+            self._rollback(conn)  # nothing written: the thread writes them
+            return
+        for queued, result in written:
+            _answer(queued, result)
+        self.commits += len(written)
+        self.transactions += 1
+        self._since_checkpoint += len(written)
         if self._since_checkpoint >= CHECKPOINT_EVERY:
             self._since_checkpoint = 0
             self._checkpoint()
-        return result
+
+    @staticmethod
+    def _lost(run_id: str, exc: BaseException) -> BaseException:
+        if isinstance(exc, sqlite3.Error):
+            return StoreUnavailable(f"SQLite failed to commit a write of run {run_id}: {exc}")
+        return exc
 
     def _rollback(self, conn: sqlite3.Connection) -> None:
         try:
@@ -243,6 +313,22 @@ class SqliteLoopCommits:
                 conn.close()
             except sqlite3.Error:
                 logger.debug("SQLite loop connection: close failed", exc_info=True)
+
+
+@dataclass
+class _Queued:
+    pending: commit_statement.Pending
+    done: asyncio.Future[CommitResult | None]  # None: not written here, the thread writes it
+
+
+def _answer(queued: _Queued, outcome: Any) -> None:
+    """Its waiter's answer, unless it has one: a result, None, or an exception to raise."""
+    if queued.done.done():
+        return
+    if isinstance(outcome, BaseException):
+        queued.done.set_exception(outcome)
+    else:
+        queued.done.set_result(outcome)
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
