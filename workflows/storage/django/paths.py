@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -65,10 +66,12 @@ def choose(db_threads: int | None, choice: ConnectorChoice | None, commit: SyncC
     """The store's connector. WORKFLOWS["CONNECTOR"] is read here, once, and only for a store with
     database threads (a runner's): a store without has Django's thread, whatever it says."""
     if db_threads is None:  # Django's thread, or a connector built on it (`DjangoThreadLoop`)
-        built = choice(0, commit) if callable(choice) else DjangoThread(0, commit) if choice is None else None
-        if not isinstance(built, DjangoThread):
+        if choice is None:
+            return DjangoThread(0, commit)
+        built_on = choice.func if isinstance(choice, functools.partial) else choice
+        if not (isinstance(built_on, type) and issubclass(built_on, DjangoThread)):
             raise ValueError("a connector other than DjangoThread (or one built on it) needs db_threads")
-        return built
+        return choice(0, commit)  # type: ignore[operator]
     threads = 1 if connection.vendor == "sqlite" else max(1, db_threads)  # SQLite: one writer
     factory: Callable[[int, SyncCommit], Connector]
     if choice is None:  # what the setting names (whatever it holds: a wrong one is refused)
