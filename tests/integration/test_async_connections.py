@@ -14,8 +14,9 @@ import psycopg
 import pytest
 from django.db import IntegrityError, connection
 
-from jobs.models import IdempotencyKey
+from jobs.models import IdempotencyKey, JobOwner
 from workflows import BadInput, RunNotFound, conf, setup, workflow
+from workflows.http.auth import create_api_key
 from workflows.models import Message, Run
 from workflows.storage.django import DjangoStore
 from workflows.storage.django.loop_connection import dropped
@@ -209,3 +210,40 @@ def test_post_jobs_through_the_loop__a_job_once_per_idempotency_key(settings, as
     run = Run.objects.get(workflow="aiJob")
     assert run.key == [first.json()["jobId"]] and Message.objects.filter(run=run).count() == 1
     assert IdempotencyKey.objects.get(key="k1").job_id.hex == first.json()["jobId"].replace("-", "")
+
+
+@only_pg
+def test_post_jobs_through_the_loop__a_tenant_s_job_has_its_owner_row_in_the_same_call(
+    settings, async_client
+):
+    """With JOBS_REQUIRE_API_KEY, the owner's row goes with the key's and the run's, from the loop."""
+    settings.JOBS_REQUIRE_API_KEY = True
+    settings.WORKFLOWS = {
+        **settings.WORKFLOWS,
+        "REGISTRIES": ["jobs.workflows.registry"],
+        "ASYNC_CONNECTIONS": 2,
+    }
+    conf.registry.cache_clear()
+    conf.default_store.cache_clear()
+    _row, key = create_api_key("tenant")
+
+    async def scenario():
+        response = await async_client.post(
+            "/jobs",
+            data=json.dumps({"title": "Call", "transcript": "Acme Corp called."}),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {key}", "Idempotency-Key": "t1"},
+        )
+        return response, conf.default_store().connector.reads.statements
+
+    try:
+        response, statements = asyncio.run(scenario())
+    finally:
+        conf.default_store().close()
+        conf.default_store.cache_clear()
+        conf.registry.cache_clear()
+    assert response.status_code == 202, response.content
+    assert statements == 3  # the key, the owner and the run, in one call
+    job_id = response.json()["jobId"]
+    assert str(JobOwner.objects.get().job_id) == job_id
+    assert str(IdempotencyKey.objects.get(key="t1").job_id) == job_id
