@@ -134,8 +134,8 @@ def _insert_sql(model: type[models.Model], fields: tuple[str, ...], suffix: str 
 
 def _db_values(model: type[models.Model], fields: tuple[str, ...], *given: Any) -> list[Any]:
     """The values as the database takes them (a UUID on SQLite is hex text; psycopg takes a UUID
-    and an aware datetime as they are), `created_at` now."""
-    values = [*given, timezone.now()] if fields[-1] == "created_at" else list(given)
+    and an aware datetime as they are): `given`, then `created_at` (the last field) now."""
+    values = [*given, timezone.now()]
     if _native_values():
         return values
     return [

@@ -17,7 +17,7 @@ import functools
 import logging
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, ParamSpec, TypeVar
 
@@ -25,6 +25,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection, connections
 
 from ...core.records import Commit, CommitResult
+from ..methods import Statement
 from . import notify
 from .group_commit import GroupCommits
 from .reconnect import reconnecting
@@ -33,7 +34,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 logger = logging.getLogger(__name__)
 
-Statement = tuple[str, Sequence[Any]]  # SQL text and its parameters
 Rows = list[list[tuple[Any, ...]]]  # each statement's rows
 SyncCommit = Callable[..., CommitResult]  # the store's `commit`, called with keyword arguments
 

@@ -75,8 +75,7 @@ class PostgresLoop(Threads):
             self.reads.close()
 
     async def _loop_connection(self) -> Any:
-        params, role = await self.run_sync(connection_params)
-        return await loop_connection.open_connection(params, prepared.enabled(), role)
+        return await _open_loop_connection(self)
 
     async def _commit_in_thread(self, pending: commit_statement.Pending) -> CommitResult:
         run_id, owner, commit, now = pending
@@ -110,8 +109,7 @@ class DjangoThreadLoop(DjangoThread):
         self.reads.close()
 
     async def _loop_connection(self) -> Any:
-        params, role = await self.run_sync(connection_params)
-        return await loop_connection.open_connection(params, prepared.enabled(), role)
+        return await _open_loop_connection(self)
 
 
 class SqliteLoop(Threads):
@@ -189,3 +187,9 @@ class SqliteLoop(Threads):
     async def _commit_in_thread(self, pending: commit_statement.Pending) -> CommitResult:
         run_id, owner, commit, now = pending
         return await self.run_sync(self._commit, run_id=run_id, owner=owner, commit=commit, now=now)
+
+
+async def _open_loop_connection(connector: Threads | DjangoThread) -> Any:
+    """A loop connection on what Django would connect with (read in the connector's thread)."""
+    params, role = await connector.run_sync(connection_params)
+    return await loop_connection.open_connection(params, prepared.enabled(), role)

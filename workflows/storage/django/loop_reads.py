@@ -22,13 +22,12 @@ in one round trip on the loop's connection is what no library does for Django's 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ...core.exceptions import StoreUnavailable
+from ..methods import Statement
 from .loop_connection import LoopConnection
-
-Statement = tuple[str, Sequence[Any]]
 
 
 class LoopReads:
