@@ -40,7 +40,7 @@ def _lines(caplog):
 async def test_one_line_per_transition_and_per_attempt__with_fields_and_no_secrets(h, caplog):
     reg = _flaky()
     handle = await h.client(reg, "wf").aget_or_create(["k"])
-    caplog.set_level(logging.INFO, logger=LOGGER)
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
     await arun_until_idle(reg, store=h.store, clock=h.clock, observers=[ActivityLogObserver()])
     assert (await handle.ainfo()).status == "completed"
 
@@ -64,7 +64,7 @@ async def test_one_line_per_transition_and_per_attempt__with_fields_and_no_secre
     assert failed.getMessage() == (
         f"run {handle.run_id} wf step enrich attempt 1 error in {failed.duration_s:g}s (ConnectionError), retry in 3s"
     )
-    assert (ok.attempt, ok.levelno) == (2, logging.INFO)
+    assert (ok.attempt, ok.levelno) == (2, logging.DEBUG)
     assert not hasattr(ok, "error_type") and not hasattr(ok, "retry_delay_s")
     first_start = lines[0]
     assert first_start.fresh is True and first_start.taken_over is False and first_start.delay_s >= 0
@@ -86,6 +86,16 @@ async def test_a_failed_run_logs_a_warning_with_its_error_type(h, caplog):
     [failed] = [r for r in _lines(caplog) if r.event == "run.transition"]
     assert failed.levelno == logging.WARNING and failed.status == "failed" and failed.error_type
     assert SECRET not in failed.getMessage()
+
+
+async def test_at_info_a_run_logs_its_lines_and_its_problems__not_each_step_that_succeeded(h, caplog):
+    reg = _flaky()
+    await h.client(reg, "wf").aget_or_create(["k"])
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    await arun_until_idle(reg, store=h.store, clock=h.clock, observers=[ActivityLogObserver()])
+    steps = [(r.outcome, r.levelno) for r in _lines(caplog) if r.event == "step.attempt"]
+    assert steps == [("error", logging.WARNING)]
+    assert [r.event for r in _lines(caplog)].count("run.transition") == 2  # waiting, completed
 
 
 async def test_below_its_level_the_observer_writes_nothing(h, caplog):

@@ -20,7 +20,7 @@ from ..core.clock import Clock
 from ..core.records import RunRecord
 from ..storage.base import Store
 from ..telemetry.tracing import producer_span
-from . import housekeeping
+from . import housekeeping, slots
 from .client import RunHandle
 from .executor import Executor
 from .housekeeping import Periodic
@@ -219,6 +219,7 @@ class Runner:
                     if self.roster.due_to_announce():
                         await self.roster.announce()
                     await self._unpark_held()
+                    await slots.gather(self._wake, self._free, concurrency=self.concurrency)
                     claimed, free = await self._claim()
                     if claimed and claimed == free:
                         continue  # a full batch: more may be due
@@ -270,9 +271,13 @@ class Runner:
         if count:
             logger.info("runner %s: %d run(s) set aside in full groups put back in line", self.owner, count)
 
+    def _free(self) -> int:
+        """Free slots; none once stopping (a stopping runner claims nothing more)."""
+        return 0 if self._stopping else self.concurrency - len(self._tasks)
+
     async def _claim(self) -> tuple[int, int]:
         """Claim what is due, up to the free capacity; returns (claimed, free)."""
-        free = self.concurrency - len(self._tasks)
+        free = self._free()
         if free <= 0:
             return 0, 0
         now = self.clock.now()

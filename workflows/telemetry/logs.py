@@ -1,6 +1,12 @@
 """Structured activity logs: one line per run transition and per step attempt, on the logger
 `workflows.activity`, through whatever handlers Django's LOGGING gives it.
 
+Levels: a run's lines (running, its transitions, its execution's end) at INFO, a step attempt that
+succeeded at DEBUG, anything that went wrong (a failed attempt, a failed run, a lost or abandoned
+execution) at WARNING. So INFO grows with runs, not with steps: a line per step cost a runner about
+a tenth of its CPU per step (`bench/side_by_side.py`'s drain), and a busy runner's log is read for
+its runs and its problems; the step-by-step trace is the run inspector's, or DEBUG's.
+
 Each line's text reads on its own; its fields ride on the record (`extra`), so a JSON formatter
 (`WORKFLOWS_LOG_JSON=1` in this project's settings) writes them as keys: `event`, `run_id`,
 `workflow`, and as they apply `step`, `scope`, `attempt`, `outcome`, `status`, `duration_s`,
@@ -50,7 +56,7 @@ class ActivityLogObserver(Observer):
             if attempt is None:
                 continue
             failed = attempt.outcome in _FAILED
-            level = logging.WARNING if failed else logging.INFO
+            level = logging.WARNING if failed else logging.DEBUG  # see the module
             if not self.logger.isEnabledFor(level):
                 continue
             duration = round((attempt.finished_at - attempt.started_at).total_seconds(), 3)

@@ -135,6 +135,10 @@ class MetricsObserver(Observer):
         self.clock = clock or Clock()  # when a run ended (a commit carries no time of its own)
         self._steps: dict[str, set[str]] = {}
         self._lock = threading.Lock()
+        # (workflow, step label, outcome) -> its attempts counter and duration histogram: a
+        # `labels()` lookup checks and locks each time, a tenth of a runner's CPU per step; the
+        # labels are bounded (MAX_STEP_LABELS), so is this
+        self._attempt_series: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
 
     def attached(self, *, clock: Clock) -> None:
         self.clock = clock  # run times are on the runner's clock (the database's): so are durations
@@ -153,6 +157,14 @@ class MetricsObserver(Observer):
             seen.add(label)
         return label
 
+    def _attempt_metrics(self, workflow: str, step: str, outcome: str) -> tuple[Counter, Histogram]:
+        key = (workflow, step, outcome)
+        series = self._attempt_series.get(key)
+        if series is None:
+            series = STEP_ATTEMPTS.labels(*key), STEP_DURATION.labels(*key)
+            self._attempt_series[key] = series
+        return series
+
     def execution_started(self, run: RunRecord, *, owner: str, claimed_at: dt.datetime) -> None:
         if run.fresh:
             RUNS_STARTED.labels(run.workflow).inc()
@@ -166,9 +178,9 @@ class MetricsObserver(Observer):
             if attempt is None:  # a marker, a wait, a pruned scope: no attempt ran
                 continue
             step = self.step_label(workflow, write.name)
-            STEP_ATTEMPTS.labels(workflow, step, attempt.outcome).inc()
-            seconds = (attempt.finished_at - attempt.started_at).total_seconds()
-            STEP_DURATION.labels(workflow, step, attempt.outcome).observe(max(0.0, seconds))
+            attempts, duration = self._attempt_metrics(workflow, step, attempt.outcome)
+            attempts.inc()
+            duration.observe(max(0.0, (attempt.finished_at - attempt.started_at).total_seconds()))
             if attempt.delay is not None:
                 STEP_RETRIES.labels(workflow, step).inc()
             if write.meta:

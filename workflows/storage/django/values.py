@@ -50,12 +50,20 @@ def t(value: dt.datetime | None) -> Any:
 
 
 def j(value: Any) -> Any:
-    """A JSON value as the backend takes it (Django's `adapt_json_value` with no encoder)."""
+    """A JSON value as the backend takes it (Django's `adapt_json_value` with no encoder: on
+    PostgreSQL a `Jsonb` dumped by `json.dumps`, made here without looking the connection up)."""
     if value is None:
         return None
     if not _backend()[0]:
         return json.dumps(value)
-    return connection.ops.adapt_json_value(value, None)
+    return _jsonb()(value, dumps=json.dumps)
+
+
+@cache
+def _jsonb() -> Any:
+    from django.db.backends.postgresql.psycopg_any import Jsonb  # only on PostgreSQL: psycopg
+
+    return Jsonb
 
 
 def rid(run_id: str) -> Any:
