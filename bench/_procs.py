@@ -162,15 +162,29 @@ _GROUP_COMMIT = re.compile(
 )
 
 
+_CLAIMS = re.compile(r"stopped \((\d+) runs taken in (\d+) claims\)")
+
+
 def group_commit_figures(runners: list[RunnerProcess]) -> dict[str, int]:
-    """What the stopped runners' stores logged of their group commits (zeros: none grouped)."""
-    commits = statements = largest = 0
+    """What the stopped runners logged of their group commits (zeros: none grouped) and of their
+    claims (how many runs in how many claims: a busy runner gathers slots before it claims)."""
+    commits = statements = largest = claims = claimed = 0
     for runner in runners:
-        for match in _GROUP_COMMIT.finditer(runner.log_path.read_text()):
+        log = runner.log_path.read_text()
+        for match in _GROUP_COMMIT.finditer(log):
             commits += int(match[1])
             statements += int(match[2])
             largest = max(largest, int(match[3]))
-    return {"commits": commits, "statements": statements, "largest": largest}
+        for match in _CLAIMS.finditer(log):
+            claimed += int(match[1])
+            claims += int(match[2])
+    return {
+        "commits": commits,
+        "statements": statements,
+        "largest": largest,
+        "claims": claims,
+        "claimed": claimed,
+    }
 
 
 def throughput_figures(processes: int, runs: int, wall: float, cpu: float) -> dict[str, Any]:

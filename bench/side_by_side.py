@@ -431,6 +431,11 @@ def detail_lines(results: list[dict[str, Any]]) -> list[str]:
                     f"{grouped['statements']} statements ({grouped['commits'] / grouped['statements']:.1f} "
                     f"per statement, at most {grouped['largest']}) over the throughput and submit phases"
                 )
+            if grouped.get("claims"):
+                lines.append(
+                    f"round {i} {system}: the runners took {grouped['claimed']} runs in {grouped['claims']} "
+                    f"claims ({grouped['claimed'] / grouped['claims']:.1f} per claim) over all the phases"
+                )
             disk = _machine_figure(busy, "disk")
             if disk:
                 lines.append(

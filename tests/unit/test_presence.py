@@ -160,8 +160,8 @@ async def test_due_runs_no_live_runner_knows__reported_once_per_workflow(django_
     store.get_or_create_run(NewRun(workflow="orphan", key=["b"], version="", initial_state={}, now=now()))
     runner = Runner(registry=registry, store=store, watch=False)
     with caplog.at_level(logging.WARNING, logger="workflows.engine.runner"):
-        await runner._announce()
-        await runner._look_around()
+        await runner.roster.announce()
+        await runner.roster.look_around()
     lines = [r.getMessage() for r in caplog.records if "no live runner knows" in r.getMessage()]
     assert lines == [
         "2 run(s) of workflow 'orphan' are due and no live runner knows that workflow (this runner"
@@ -170,10 +170,10 @@ async def test_due_runs_no_live_runner_knows__reported_once_per_workflow(django_
     caplog.clear()
     other = replace(runners(store)[runner.owner], owner="other", workflows={"orphan": ["1"]})
     store.register_runner(other)  # a live runner knows it: nothing to report
-    await runner._look_around()
+    await runner.roster.look_around()
     store.register_runner(replace(other, last_seen=now() - dt.timedelta(hours=1)))  # it died
     with caplog.at_level(logging.WARNING, logger="workflows.engine.runner"):
-        await runner._look_around()
+        await runner.roster.look_around()
     assert sum("'orphan'" in r.getMessage() for r in caplog.records) == 1  # reported again
 
 

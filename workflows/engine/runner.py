@@ -93,6 +93,7 @@ class Runner:
         self._caps = registry.concurrency_caps()  # workflow -> max runs of a group at once
         self._unparked = False  # runs set aside under older code put back in line (at start)
         self._claiming = 0  # free slots a claim in flight may fill (`start` leaves them to it)
+        self.claims = self.claimed = 0  # claims made and the runs they took (logged at stop)
         self.leases = LeaseWatch(lease_seconds, enabled=stall_check)  # our leases' renewal times
         self.roster = Roster(
             store=store,
@@ -244,7 +245,9 @@ class Runner:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
             await self.roster.withdraw()
-            logger.info("runner %s stopped", self.owner)
+            logger.info(
+                "runner %s stopped (%d runs taken in %d claims)", self.owner, self.claimed, self.claims
+            )
 
     async def run_due(self) -> None:
         """Claim and execute until nothing is due at the clock's time (workflows.testing uses it)."""
@@ -297,6 +300,7 @@ class Runner:
         while self._timers and self._timers[0] <= now:  # due timers were just claimed (or taken)
             heapq.heappop(self._timers)
         self.leases.renewed([run.id for run in runs], sent)
+        self.claims, self.claimed = self.claims + 1, self.claimed + len(runs)
         for run in runs:
             self._tasks[run.id] = asyncio.create_task(self._execute(run), name=f"run-{run.id}")
         return len(runs), free
@@ -333,12 +337,6 @@ class Runner:
             self._poke()
 
     # --- presence (engine.roster) -------------------------------------------------------------
-
-    async def _announce(self) -> None:
-        await self.roster.announce()
-
-    async def _look_around(self) -> None:
-        await self.roster.look_around()
 
     @property
     def clock_offset(self) -> float | None:
