@@ -187,16 +187,20 @@ def group_commit_figures(runners: list[RunnerProcess]) -> dict[str, int]:
     }
 
 
-def throughput_figures(processes: int, runs: int, wall: float, cpu: float) -> dict[str, Any]:
+def throughput_figures(
+    processes: int, runs: int, wall: float, cpu: float, key_prefix: str | None = None
+) -> dict[str, Any]:
     """Steps/s of the drained runs from the step entries' own timestamps (first start to last
-    finish), with the wall time and the runners' CPU per step."""
+    finish), with the wall time and the runners' CPU per step; `key_prefix`: only the runs whose
+    key text starts with it (a later drain of the same database)."""
     from django.db.models import Count, Max, Min
 
     from workflows.models import Entry
 
-    agg = Entry.objects.filter(kind="step").aggregate(
-        first=Min("started_at"), last=Max("finished_at"), n=Count("id")
-    )
+    entries = Entry.objects.filter(kind="step")
+    if key_prefix is not None:
+        entries = entries.filter(run__key_text__startswith=key_prefix)
+    agg = entries.aggregate(first=Min("started_at"), last=Max("finished_at"), n=Count("id"))
     span = (agg["last"] - agg["first"]).total_seconds()
     return {
         "processes": processes,

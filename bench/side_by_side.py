@@ -27,6 +27,9 @@ never meet Django's; the project in a Django child process):
   dequeuing a queue registered with worker_concurrency=20 (polling interval --dbos-poll, DBOS's
   default is 1 s); the runs enqueued with `DBOSClient.enqueue_in_transaction`. Project: 2
   `manage.py runworkflows --concurrency 20`, runs inserted pending as the store creates them;
+  then N more on the same, now warm, workers (printed apart: a process's first seconds pay for what
+  it keeps after, such as the plans of its statements, which PostgreSQL makes anew at a prepared
+  statement's first five executions); each also over the system's own floor inserts/s;
 - submit while busy: with the same 2 workers draining a backlog, the submit call alone, one at a
   time, 15 ms apart: DBOS `DBOSClient.enqueue(...)`, project `client.get_or_create(key)`; 5 ms
   after each, the floor insert on a connection of its own, timed the same way (how much that
@@ -234,6 +237,12 @@ def headline(f: dict[str, Any]) -> dict[str, float | None]:
         "floor_paced_ms": (f.get("submit_paced") or f["submit_busy"]).get("floor", {}).get("median_ms"),
         "paced_steps_per_s": (f.get("submit_paced") or {}).get("steps_per_s", f["throughput"]["steps_per_s"]),
         "steps_per_s": f["throughput"]["steps_per_s"],
+        "steps_per_floor": f["throughput"]["steps_per_s"] / f["floor"]["per_s"],
+        # The same workers draining as many runs again, now warm (None: a result from before it).
+        "warm_steps_per_s": (f["throughput"].get("warm") or {}).get("steps_per_s"),
+        "warm_steps_per_floor": (f["throughput"].get("warm") or {}).get("steps_per_s", 0)
+        / f["floor"]["per_s"]
+        or None,
         "send_median_ms": f["send"]["median_ms"],
         "send_p99_ms": f["send"]["p99_ms"],
         # The project only: the same runs through a client and a claim (see _sbs_project.WAYS).
@@ -334,6 +343,9 @@ ROWS = (
     ("floor_paced_ms", "... one floor insert at the same moments, median ms", 2, ("ms", 1)),
     ("paced_steps_per_s", "... steps/s the workers completed meanwhile", 0, None),
     ("steps_per_s", "steps/s, N x 10-step runs, 2 worker processes (floor: inserts/s)", 0, ("per_s", 1)),
+    ("steps_per_floor", "... divided by the system's own floor inserts/s of the round", 2, None),
+    ("warm_steps_per_s", "... N more on the same workers, now warm: steps/s", 0, ("per_s", 1)),
+    ("warm_steps_per_floor", "... divided by the system's own floor inserts/s of the round", 2, None),
     ("send_median_ms", "send -> first step starts, median ms", 2, None),
     ("send_p99_ms", "send -> first step starts, p99 ms", 2, None),
     ("zero_claim_ms", "project only: 0-step run via a client, then a claim, median ms", 2, ("ms", 1)),
