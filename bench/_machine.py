@@ -93,3 +93,27 @@ def window(before: Snapshot, after: Snapshot) -> dict[str, Any]:
             "ms_per_flush": d[16] / flushes if flushes else None,
         }
     return out
+
+
+def postgres_cpu_seconds() -> float | None:
+    """CPU seconds (user + system) the PostgreSQL server's processes on this machine have used so
+    far: the difference over a drain, divided by its steps, is the database's CPU per step (the
+    other half of a CPU-bound drain on a machine it shares with the workers). Exited backends'
+    time is not counted, so a window's connections must outlive it. None when no server runs
+    here (or /proc cannot be read)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total, found = 0.0, False
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/comm") as f:
+                if f.read().strip() not in ("postgres", "postmaster"):
+                    continue
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks
+        found = True
+    return total if found else None

@@ -37,7 +37,7 @@ if __package__ in (None, ""):  # run as a script: make `bench` importable
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient
 
-from bench import _sbs_pg
+from bench import _machine, _sbs_pg
 from bench._common import ROOT, progress, stats_ms
 
 APP = "sbs"
@@ -264,15 +264,17 @@ def _drain_again(
     client: DBOSClient, engine: sa.Engine, workers: list[Worker], runs: int, done_sql: str
 ) -> dict[str, Any]:
     """The same drain once more, on the same worker processes now warm (as the project's side)."""
-    cpu0 = sum(w.cpu_seconds() for w in workers)
+    cpu0, pg0 = sum(w.cpu_seconds() for w in workers), _machine.postgres_cpu_seconds()
     t0 = time.monotonic()
     _enqueue_bulk(client, engine, "sbs_ten", TP_QUEUE, [f"tw-{i}" for i in range(runs)])
     _sbs_pg.wait_count(lambda: _scalar(engine, done_sql, p="tw-%"), runs, what=f"{runs} more DBOS workflows")
     wall, cpu = time.monotonic() - t0, sum(w.cpu_seconds() for w in workers) - cpu0
     n_steps, span = _drain_steps(engine, "tw-")
     progress(f"dbos: again, warm: {n_steps} steps in {span:.1f}s: {n_steps / span:,.0f} steps/s")
+    pg1 = _machine.postgres_cpu_seconds()
     return {"steps": n_steps, "steps_per_s": n_steps / span, "span_s": span, "wall_s": wall,
-            "worker_cpu_ms_per_step": cpu * 1000 / n_steps}  # fmt: skip
+            "worker_cpu_ms_per_step": cpu * 1000 / n_steps,
+            "postgres_cpu_ms_per_step": None if pg0 is None or pg1 is None else (pg1 - pg0) * 1000 / n_steps}  # fmt: skip
 
 
 def throughput_and_busy(
@@ -284,7 +286,7 @@ def throughput_and_busy(
         for w in workers:
             w.wait_started()
         time.sleep(1.5)  # each worker's queue thread lists the queues once a second
-        cpu0 = [w.cpu_seconds() for w in workers]
+        cpu0, pg0 = [w.cpu_seconds() for w in workers], _machine.postgres_cpu_seconds()
         t0 = time.monotonic()
         _enqueue_bulk(client, engine, "sbs_ten", TP_QUEUE, [f"tp-{i}" for i in range(runs)])
         done_sql = (
@@ -294,7 +296,7 @@ def throughput_and_busy(
             lambda: _scalar(engine, done_sql, p="tp-%"), runs, what=f"{runs} DBOS workflows to complete"
         )
         wall = time.monotonic() - t0
-        cpu = sum(w.cpu_seconds() for w in workers) - sum(cpu0)
+        cpu, pg1 = sum(w.cpu_seconds() for w in workers) - sum(cpu0), _machine.postgres_cpu_seconds()
         n_steps, span = _drain_steps(engine, "tp-")
         tp = {
             "processes": 2,
@@ -306,6 +308,7 @@ def throughput_and_busy(
             "span_s": span,
             "wall_s": wall,
             "worker_cpu_ms_per_step": cpu * 1000 / n_steps,
+            "postgres_cpu_ms_per_step": None if pg0 is None or pg1 is None else (pg1 - pg0) * 1000 / n_steps,
         }
         progress(f"dbos: {n_steps} steps in {span:.1f}s: {n_steps / span:,.0f} steps/s")
         tp["warm"] = _drain_again(client, engine, workers, runs, done_sql)

@@ -25,6 +25,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import _machine
 from bench._common import database_url, progress, setup_django, stats_ms
 
 DB = "postgres"
@@ -169,6 +170,11 @@ def _completed(prefix: str) -> int:
     return Run.objects.filter(status="completed", key_text__startswith=prefix).count()
 
 
+def _per_step(before: float | None, after: float | None, steps: int) -> float | None:
+    """PostgreSQL's CPU ms per step over a drain (None: no server on this machine)."""
+    return None if before is None or after is None else (after - before) * 1000 / steps
+
+
 def _drain_again(runners: list[Any], runs: int) -> dict[str, Any]:
     """The same drain once more, on the same runner processes now warm: a runner's first seconds
     pay for what it then keeps (each new statement text is planned anew at its first five
@@ -177,12 +183,13 @@ def _drain_again(runners: list[Any], runs: int) -> dict[str, Any]:
     from bench._db import create_pending_runs
     from bench._procs import throughput_figures
 
-    cpu0 = sum(r.cpu_seconds() for r in runners)
+    cpu0, pg0 = sum(r.cpu_seconds() for r in runners), _machine.postgres_cpu_seconds()
     t0 = time.monotonic()
     create_pending_runs("bench_ten", [[f"tw-{i}"] for i in range(runs)])
     _sbs_pg.wait_count(lambda: _completed('["tw-'), runs, what=f"{runs} more runs to complete")
     wall, cpu = time.monotonic() - t0, sum(r.cpu_seconds() for r in runners) - cpu0
     warm = throughput_figures(2, runs, wall, cpu, key_prefix='["tw-')
+    warm["postgres_cpu_ms_per_step"] = _per_step(pg0, _machine.postgres_cpu_seconds(), warm["steps"])
     progress(
         f"project: again, warm: {warm['steps']} steps in {warm['span_s']:.1f}s: {warm['steps_per_s']:,.0f} steps/s"
     )
@@ -207,7 +214,7 @@ def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
         for r in runners:
             r.wait_started()
         time.sleep(0.5)  # the LISTEN connections are up
-        cpu0 = [r.cpu_seconds() for r in runners]
+        cpu0, pg0 = [r.cpu_seconds() for r in runners], _machine.postgres_cpu_seconds()
         t0 = time.monotonic()
         create_pending_runs("bench_ten", [[f"tp-{i}"] for i in range(runs)])
         _sbs_pg.wait_count(
@@ -216,6 +223,7 @@ def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
         wall = time.monotonic() - t0
         cpu = sum(r.cpu_seconds() for r in runners) - sum(cpu0)
         tp = throughput_figures(2, runs, wall, cpu)
+        tp["postgres_cpu_ms_per_step"] = _per_step(pg0, _machine.postgres_cpu_seconds(), tp["steps"])
         progress(f"project: {tp['steps']} steps in {tp['span_s']:.1f}s: {tp['steps_per_s']:,.0f} steps/s")
         tp["warm"] = _drain_again(runners, runs)
 

@@ -456,6 +456,17 @@ def detail_lines(results: list[dict[str, Any]]) -> list[str]:
                     f"{_fmt(disk['flushes_per_s'], 0)} cache flushes/s ({_fmt(disk['ms_per_flush'], 3)} ms "
                     f"each), busy {_fmt(disk['busy_pct'], 0)}%; CPUs busy {_fmt(busy['machine']['cpu_busy_pct'], 0)}%"
                 )
+            for label, drain in (("the drain", tp), ("the warm drain", tp.get("warm") or {})):
+                worker, server = (
+                    drain.get("runner_cpu_ms_per_step", drain.get("worker_cpu_ms_per_step")),
+                    drain.get("postgres_cpu_ms_per_step"),
+                )
+                if worker is not None and server is not None:
+                    lines.append(
+                        f"round {i} {system}: CPU per step over {label}: workers {worker:.3f} ms, PostgreSQL "
+                        f"{server:.3f} ms, together {worker + server:.3f} ms (2 cores: at most "
+                        f"{2000 / (worker + server):,.0f} steps/s)"
+                    )
             lines.append(
                 f"round {i} {system}: throughput {tp['steps']} steps over {tp['span_s']:.2f}s "
                 f"(wall {tp['wall_s']:.2f}s, worker CPU {cpu:.2f} ms/step); submit p99 "
