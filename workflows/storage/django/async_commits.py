@@ -9,9 +9,9 @@ several statements) stays on the database threads.
 Group commit comes with it. One statement is in flight at a time; the commits made ready
 meanwhile queue, and the next statement takes them all (up to MAX_BATCH; `commit_statement.group_statement`,
 each run's writes fenced by its own lease): one round trip, one transaction, one WAL flush. Nothing
-waits to fill a batch: a lone commit goes out at the end of the loop's turn. A run's end or
-suspension (a transition) goes alone: it may free a concurrency-group slot, and two unparks of
-one group must not share a statement.
+waits to fill a batch: a lone commit goes out at the end of the loop's turn. A statement carries
+at most one run's end or suspension (a transition): it may free a concurrency-group slot and put
+the group's next run back in line, and two such unparks in one statement would pick the same run.
 
 Failures are said as the thread path says them. A statement PostgreSQL failed to break a deadlock
 was rolled back whole: it is sent again (a few times). The connection failing, a timeout
@@ -110,16 +110,20 @@ class AsyncCommits:
             self._writer = None
 
     def _take(self) -> list[_Queued]:
-        """The next statement's commits: a transition alone, else the queued commits without one
-        (a run has one commit queued at most, so runs' commits may go in any order)."""
-        first = self._queue.popleft()
-        if first.pending[2].transition is not None:
-            return [first]
-        batch: list[_Queued] = [first]
+        """The next statement's commits: the queued ones, with at most one transition among them
+        (the others wait for the next statement; a run has one commit queued at most, so runs'
+        commits may go in any order)."""
+        batch: list[_Queued] = []
         passed_over: list[_Queued] = []
+        transition = False
         while self._queue and len(batch) < self._max_batch:
             queued = self._queue.popleft()
-            (batch if queued.pending[2].transition is None else passed_over).append(queued)
+            if queued.pending[2].transition is not None:
+                if transition:
+                    passed_over.append(queued)
+                    continue
+                transition = True
+            batch.append(queued)
         self._queue.extendleft(reversed(passed_over))
         return batch
 
