@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,8 @@ from tests import pgcluster
 from tests.multihost.netns import PREFIX, Host, Network, sh
 
 from ._common import ROOT, wait_until
+from ._machine import processes, tree_cpu
 
-TICKS = os.sysconf("SC_CLK_TCK")
 REGISTRY = "bench._multihost_flows.registry"
 WORKFLOW = "bench_steps"
 START_TIMEOUT = 120.0  # seconds for every runner of a configuration to be up (2 busy cores)
@@ -59,39 +58,6 @@ class BenchCluster(pgcluster.PrivateCluster):
 
     def postmaster_pid(self) -> int:
         return int((self.data / "postmaster.pid").read_text().split()[0])
-
-
-# --- CPU -------------------------------------------------------------------------------------------
-
-
-def _processes() -> dict[int, tuple[int, int]]:
-    """Every process now: pid -> (parent pid, utime+stime+cutime+cstime in ticks)."""
-    table = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone meanwhile
-        table[int(entry.name)] = (int(fields[1]), sum(int(v) for v in fields[11:15]))
-    return table
-
-
-def tree_cpu(roots: Iterable[int], table: dict[int, tuple[int, int]] | None = None) -> float:
-    """CPU seconds of `roots` and their live descendants, with what their reaped children used
-    (cutime+cstime): a backend that exits within a window still counts, through its parent."""
-    table = _processes() if table is None else table
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _ticks) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    ticks, todo = 0, [pid for pid in roots if pid in table]
-    while todo:
-        pid = todo.pop()
-        ticks += table[pid][1]
-        todo += children.get(pid, [])
-    return ticks / TICKS
 
 
 # --- processes -------------------------------------------------------------------------------------
@@ -223,7 +189,7 @@ class Fleet:
     def cpu(self) -> dict[str, float]:
         """CPU seconds so far: runners, the database (postmaster and children), proxies."""
         assert self.cluster is not None
-        table = _processes()
+        table = processes()
         return {
             "runners": tree_cpu((r.pid for r in self.runners), table),
             "database": tree_cpu([self.cluster.postmaster_pid()], table),

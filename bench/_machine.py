@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,25 +96,63 @@ def window(before: Snapshot, after: Snapshot) -> dict[str, Any]:
     return out
 
 
-def postgres_cpu_seconds() -> float | None:
-    """CPU seconds (user + system) the PostgreSQL server's processes on this machine have used so
-    far: the difference over a drain, divided by its steps, is the database's CPU per step (the
-    other half of a CPU-bound drain on a machine it shares with the workers). Exited backends'
-    time is not counted, so a window's connections must outlive it. None when no server runs
-    here (or /proc cannot be read)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total, found = 0.0, False
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+# --- CPU of process trees -------------------------------------------------------------------------
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def processes() -> dict[int, tuple[int, int]]:
+    """Every process now: pid -> (parent pid, utime+stime+cutime+cstime in ticks)."""
+    table = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/comm") as f:
-                if f.read().strip() not in ("postgres", "postmaster"):
-                    continue
-            with open(f"/proc/{entry}/stat") as f:
+            with open(f"/proc/{entry.name}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        total += (int(fields[11]) + int(fields[12])) / ticks
-        found = True
-    return total if found else None
+        except OSError:
+            continue  # gone meanwhile
+        table[int(entry.name)] = (int(fields[1]), sum(int(v) for v in fields[11:15]))
+    return table
+
+
+def tree_cpu(roots: Iterable[int], table: dict[int, tuple[int, int]] | None = None) -> float:
+    """CPU seconds of `roots` and their live descendants, with what their reaped children used
+    (cutime+cstime): a backend that exits within a window still counts, through its parent."""
+    table = processes() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _ticks) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    ticks, todo = 0, [pid for pid in roots if pid in table]
+    while todo:
+        pid = todo.pop()
+        ticks += table[pid][1]
+        todo += children.get(pid, [])
+    return ticks / TICKS
+
+
+def postmaster_pid(url: str) -> int | None:
+    """The pid of the PostgreSQL server `url` talks to, when it runs on this machine (from its
+    data directory's postmaster.pid; reading the directory takes a superuser or
+    pg_read_all_settings); None otherwise."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute("SHOW data_directory").fetchone()
+        with open(os.path.join(str(row[0]), "postmaster.pid")) as f:
+            return int(f.readline())
+    except (psycopg.Error, OSError, ValueError, TypeError):
+        return None
+
+
+def postgres_cpu_seconds(postmaster: int | None) -> float | None:
+    """CPU seconds the server's processes (the postmaster's tree) have used so far: over a drain,
+    divided by its steps, the database's CPU per step, the other half of a CPU-bound drain on a
+    machine it shares with the workers. None when the server is not on this machine."""
+    return None if postmaster is None else tree_cpu([postmaster])
+
+
+def cpu_ms_per_step(before: float | None, after: float | None, steps: int) -> float | None:
+    """CPU ms per step between two readings (None when either is missing)."""
+    return None if before is None or after is None else (after - before) * 1000 / steps

@@ -246,35 +246,44 @@ def stats_windows(url: str, n: int, executor: str) -> dict[str, Any]:
     return out
 
 
-def _drain_steps(engine: sa.Engine, prefix: str) -> tuple[int, float]:
-    """The steps of the runs whose id starts with `prefix`: how many, over how many seconds (first
-    start to last finish, their own timestamps)."""
-    with engine.connect() as conn:
-        n_steps, first, last = conn.execute(
-            sa.text(
-                "SELECT count(*), min(started_at_epoch_ms), max(completed_at_epoch_ms) "
-                "FROM dbos.operation_outputs WHERE workflow_uuid LIKE :p AND function_name = 'sbs_trivial'"
-            ),
-            {"p": prefix + "%"},
-        ).one()
-    return n_steps, (last - first) / 1000
+DONE_SQL = "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid LIKE :p AND status = 'SUCCESS'"
+STEPS_SQL = (
+    "SELECT count(*), min(started_at_epoch_ms), max(completed_at_epoch_ms) FROM dbos.operation_outputs"
+    " WHERE workflow_uuid LIKE :p AND function_name = 'sbs_trivial'"
+)
 
 
-def _drain_again(
-    client: DBOSClient, engine: sa.Engine, workers: list[Worker], runs: int, done_sql: str
+def _drain(
+    client: DBOSClient,
+    engine: sa.Engine,
+    workers: list[Worker],
+    runs: int,
+    prefix: str,
+    postmaster: int | None,
 ) -> dict[str, Any]:
-    """The same drain once more, on the same worker processes now warm (as the project's side)."""
-    cpu0, pg0 = sum(w.cpu_seconds() for w in workers), _machine.postgres_cpu_seconds()
+    """`runs` 10-step workflows with ids `prefix-i`, enqueued at once and drained by `workers`:
+    steps/s from the steps' own timestamps, the workers' and PostgreSQL's CPU per step. Run twice
+    on the same workers, the second time warm (as the project's side, `_sbs_project._drain`)."""
+    cpu0, pg0 = sum(w.cpu_seconds() for w in workers), _machine.postgres_cpu_seconds(postmaster)
     t0 = time.monotonic()
-    _enqueue_bulk(client, engine, "sbs_ten", TP_QUEUE, [f"tw-{i}" for i in range(runs)])
-    _sbs_pg.wait_count(lambda: _scalar(engine, done_sql, p="tw-%"), runs, what=f"{runs} more DBOS workflows")
+    _enqueue_bulk(client, engine, "sbs_ten", TP_QUEUE, [f"{prefix}-{i}" for i in range(runs)])
+    ids = f"{prefix}-%"
+    _sbs_pg.wait_count(lambda: _scalar(engine, DONE_SQL, p=ids), runs, what=f"{runs} DBOS workflows {ids}")
     wall, cpu = time.monotonic() - t0, sum(w.cpu_seconds() for w in workers) - cpu0
-    n_steps, span = _drain_steps(engine, "tw-")
-    progress(f"dbos: again, warm: {n_steps} steps in {span:.1f}s: {n_steps / span:,.0f} steps/s")
-    pg1 = _machine.postgres_cpu_seconds()
-    return {"steps": n_steps, "steps_per_s": n_steps / span, "span_s": span, "wall_s": wall,
-            "worker_cpu_ms_per_step": cpu * 1000 / n_steps,
-            "postgres_cpu_ms_per_step": None if pg0 is None or pg1 is None else (pg1 - pg0) * 1000 / n_steps}  # fmt: skip
+    pg = _machine.postgres_cpu_seconds(postmaster)
+    with engine.connect() as conn:
+        n_steps, first, last = conn.execute(sa.text(STEPS_SQL), {"p": ids}).one()
+    span = (last - first) / 1000
+    progress(f"dbos: {n_steps} steps in {span:.1f}s: {n_steps / span:,.0f} steps/s")
+    return {
+        "runs": runs,
+        "steps": n_steps,
+        "steps_per_s": n_steps / span,
+        "span_s": span,
+        "wall_s": wall,
+        "worker_cpu_ms_per_step": cpu * 1000 / n_steps,
+        "postgres_cpu_ms_per_step": _machine.cpu_ms_per_step(pg0, pg, n_steps),
+    }
 
 
 def throughput_and_busy(
@@ -286,37 +295,15 @@ def throughput_and_busy(
         for w in workers:
             w.wait_started()
         time.sleep(1.5)  # each worker's queue thread lists the queues once a second
-        cpu0, pg0 = [w.cpu_seconds() for w in workers], _machine.postgres_cpu_seconds()
-        t0 = time.monotonic()
-        _enqueue_bulk(client, engine, "sbs_ten", TP_QUEUE, [f"tp-{i}" for i in range(runs)])
-        done_sql = (
-            "SELECT count(*) FROM dbos.workflow_status WHERE workflow_uuid LIKE :p AND status = 'SUCCESS'"
-        )
-        _sbs_pg.wait_count(
-            lambda: _scalar(engine, done_sql, p="tp-%"), runs, what=f"{runs} DBOS workflows to complete"
-        )
-        wall = time.monotonic() - t0
-        cpu, pg1 = sum(w.cpu_seconds() for w in workers) - sum(cpu0), _machine.postgres_cpu_seconds()
-        n_steps, span = _drain_steps(engine, "tp-")
-        tp = {
-            "processes": 2,
-            "worker_concurrency": 20,
-            "polling_interval_s": sizes["dbos_poll"],
-            "runs": runs,
-            "steps": n_steps,
-            "steps_per_s": n_steps / span,
-            "span_s": span,
-            "wall_s": wall,
-            "worker_cpu_ms_per_step": cpu * 1000 / n_steps,
-            "postgres_cpu_ms_per_step": None if pg0 is None or pg1 is None else (pg1 - pg0) * 1000 / n_steps,
-        }
-        progress(f"dbos: {n_steps} steps in {span:.1f}s: {n_steps / span:,.0f} steps/s")
-        tp["warm"] = _drain_again(client, engine, workers, runs, done_sql)
+        postmaster = _machine.postmaster_pid(url)
+        tp = {"processes": 2, "worker_concurrency": 20, "polling_interval_s": sizes["dbos_poll"]}
+        tp.update(_drain(client, engine, workers, runs, "tp", postmaster))
+        tp["warm"] = _drain(client, engine, workers, runs, "tw", postmaster)
 
         # Submitting while both workers are busy with a backlog.
         _enqueue_bulk(client, engine, "sbs_ten", TP_QUEUE, [f"bl-{i}" for i in range(backlog)])
         _sbs_pg.wait_count(
-            lambda: _scalar(engine, done_sql, p="bl-%"), 1, what="the backlog to start", interval=0.005
+            lambda: _scalar(engine, DONE_SQL, p="bl-%"), 1, what="the backlog to start", interval=0.005
         )
         busy = _sbs_pg.submits_beside_floor(
             url,

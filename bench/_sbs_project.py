@@ -170,42 +170,38 @@ def _completed(prefix: str) -> int:
     return Run.objects.filter(status="completed", key_text__startswith=prefix).count()
 
 
-def _per_step(before: float | None, after: float | None, steps: int) -> float | None:
-    """PostgreSQL's CPU ms per step over a drain (None: no server on this machine)."""
-    return None if before is None or after is None else (after - before) * 1000 / steps
-
-
-def _drain_again(runners: list[Any], runs: int) -> dict[str, Any]:
-    """The same drain once more, on the same runner processes now warm: a runner's first seconds
-    pay for what it then keeps (each new statement text is planned anew at its first five
-    executions, its connections and caches are new). As DBOS's side does (`_sbs_dbos`)."""
+def _drain(runners: list[Any], runs: int, prefix: str, postmaster: int | None) -> dict[str, Any]:
+    """`runs` 10-step runs keyed `prefix-i`, inserted pending at once and drained by `runners`:
+    steps/s from the entries' own timestamps, the runners' and PostgreSQL's CPU per step. Run
+    twice on the same processes: the second drain finds them warm (a runner's first seconds pay
+    for what it then keeps: each new statement text is planned anew at its first five executions,
+    its connections and caches are new), as DBOS's side does (`_sbs_dbos._drain`)."""
     from bench import _sbs_pg
     from bench._db import create_pending_runs
     from bench._procs import throughput_figures
 
-    cpu0, pg0 = sum(r.cpu_seconds() for r in runners), _machine.postgres_cpu_seconds()
+    cpu0, pg0 = sum(r.cpu_seconds() for r in runners), _machine.postgres_cpu_seconds(postmaster)
     t0 = time.monotonic()
-    create_pending_runs("bench_ten", [[f"tw-{i}"] for i in range(runs)])
-    _sbs_pg.wait_count(lambda: _completed('["tw-'), runs, what=f"{runs} more runs to complete")
+    create_pending_runs("bench_ten", [[f"{prefix}-{i}"] for i in range(runs)])
+    key = f'["{prefix}-'
+    _sbs_pg.wait_count(lambda: _completed(key), runs, what=f"{runs} runs {prefix}-* to complete")
     wall, cpu = time.monotonic() - t0, sum(r.cpu_seconds() for r in runners) - cpu0
-    warm = throughput_figures(2, runs, wall, cpu, key_prefix='["tw-')
-    warm["postgres_cpu_ms_per_step"] = _per_step(pg0, _machine.postgres_cpu_seconds(), warm["steps"])
-    progress(
-        f"project: again, warm: {warm['steps']} steps in {warm['span_s']:.1f}s: {warm['steps_per_s']:,.0f} steps/s"
-    )
-    return warm
+    tp = throughput_figures(2, runs, wall, cpu, key_prefix=key)
+    pg = _machine.postgres_cpu_seconds(postmaster)
+    tp["postgres_cpu_ms_per_step"] = _machine.cpu_ms_per_step(pg0, pg, tp["steps"])
+    progress(f"project: {tp['steps']} steps in {tp['span_s']:.1f}s: {tp['steps_per_s']:,.0f} steps/s")
+    return tp
 
 
 def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
     """N runs x 10 steps inserted pending in one transaction while 2 `runworkflows --concurrency
-    20` processes wait (steps/s from the entries' own timestamps, as `bench/_procs.throughput`),
-    and N more once they drained those (`_drain_again`); then, with the same processes busy on a backlog, `client.get_or_create(key)` timed alone."""
+    20` processes wait, and N more once they drained those (`_drain`); then, with the same
+    processes busy on a backlog, `client.get_or_create(key)` timed alone."""
 
     from bench import _sbs_pg
     from bench._db import create_pending_runs, reset_tables
-    from bench._procs import RunnerProcess, group_commit_figures, throughput_figures
+    from bench._procs import RunnerProcess, group_commit_figures
     from workflows import conf
-    from workflows.models import Run
 
     runs, backlog, submits = sizes["throughput"], sizes["backlog"], sizes["submits"]
     reset_tables()
@@ -214,18 +210,9 @@ def throughput_and_busy(sizes: dict[str, Any]) -> dict[str, Any]:
         for r in runners:
             r.wait_started()
         time.sleep(0.5)  # the LISTEN connections are up
-        cpu0, pg0 = [r.cpu_seconds() for r in runners], _machine.postgres_cpu_seconds()
-        t0 = time.monotonic()
-        create_pending_runs("bench_ten", [[f"tp-{i}"] for i in range(runs)])
-        _sbs_pg.wait_count(
-            lambda: Run.objects.filter(status="completed").count(), runs, what=f"{runs} runs to complete"
-        )
-        wall = time.monotonic() - t0
-        cpu = sum(r.cpu_seconds() for r in runners) - sum(cpu0)
-        tp = throughput_figures(2, runs, wall, cpu)
-        tp["postgres_cpu_ms_per_step"] = _per_step(pg0, _machine.postgres_cpu_seconds(), tp["steps"])
-        progress(f"project: {tp['steps']} steps in {tp['span_s']:.1f}s: {tp['steps_per_s']:,.0f} steps/s")
-        tp["warm"] = _drain_again(runners, runs)
+        postmaster = _machine.postmaster_pid(database_url(DB))
+        tp = _drain(runners, runs, "tp", postmaster)
+        tp["warm"] = _drain(runners, runs, "tw", postmaster)
 
         create_pending_runs("bench_ten", [[f"bl-{i}"] for i in range(backlog)])
         _sbs_pg.wait_count(lambda: _completed('["bl-'), 1, what="the backlog to start", interval=0.005)

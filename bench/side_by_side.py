@@ -237,18 +237,21 @@ def headline(f: dict[str, Any]) -> dict[str, float | None]:
         "floor_paced_ms": (f.get("submit_paced") or f["submit_busy"]).get("floor", {}).get("median_ms"),
         "paced_steps_per_s": (f.get("submit_paced") or {}).get("steps_per_s", f["throughput"]["steps_per_s"]),
         "steps_per_s": f["throughput"]["steps_per_s"],
-        "steps_per_floor": f["throughput"]["steps_per_s"] / f["floor"]["per_s"],
+        "steps_per_floor": _per_floor(f["throughput"], f["floor"]),
         # The same workers draining as many runs again, now warm (None: a result from before it).
         "warm_steps_per_s": (f["throughput"].get("warm") or {}).get("steps_per_s"),
-        "warm_steps_per_floor": (f["throughput"].get("warm") or {}).get("steps_per_s", 0)
-        / f["floor"]["per_s"]
-        or None,
+        "warm_steps_per_floor": _per_floor(f["throughput"].get("warm"), f["floor"]),
         "send_median_ms": f["send"]["median_ms"],
         "send_p99_ms": f["send"]["p99_ms"],
         # The project only: the same runs through a client and a claim (see _sbs_project.WAYS).
         "zero_claim_ms": f["zero_claim"]["to_result"]["median_ms"] if "zero_claim" in f else None,
         "ten_claim_ms": f["ten_claim"]["to_result"]["median_ms"] if "ten_claim" in f else None,
     }
+
+
+def _per_floor(drain: dict[str, Any] | None, floor: dict[str, Any]) -> float | None:
+    """A drain's steps/s over the floor's inserts/s (None: no such drain)."""
+    return None if drain is None else drain["steps_per_s"] / floor["per_s"]
 
 
 def _machine_figure(window: dict[str, Any], *path: str) -> float | None:
