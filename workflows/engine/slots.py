@@ -1,8 +1,8 @@
 """When a busy runner claims: a claim costs a round trip and a fixed share of CPU whether it takes
 one run or twenty, and a runner whose slots are nearly all busy frees them one at a time (each
 finished run wakes it, as does each NOTIFY of a new one). Claiming at every wake, it claimed about
-one run per claim, about a fifth of its event loop's time in a drain (a sampling profile); its CPU
-per drained step fell from 0.32 to 0.22 ms with this (`bench/side_by_side.py`). So when more than
+one run per claim; its CPU per drained step fell from 0.32 to 0.22 ms with this change and the
+quieter step logs together (`bench/side_by_side.py --no-dbos`, in alternation). So when more than
 three quarters of the slots are busy, the claim waits a moment (at most GATHER_SECONDS) for a
 quarter of them to be free, and takes them in one go. A runner with free capacity (an idle one,
 or one under three quarters busy) claims at once: a lone run's latency is unchanged, and a run

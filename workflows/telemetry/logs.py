@@ -3,9 +3,9 @@
 
 Levels: a run's lines (running, its transitions, its execution's end) at INFO, a step attempt that
 succeeded at DEBUG, anything that went wrong (a failed attempt, a failed run, a lost or abandoned
-execution) at WARNING. So INFO grows with runs, not with steps: a line per step took about a
-tenth of a draining runner's event loop (a sampling profile), and a busy runner's log is read for
-its runs and its problems; the step-by-step trace is the run inspector's, or DEBUG's.
+execution) at WARNING. So INFO grows with runs, not with steps: a line per step was a good share
+of a draining runner's CPU, and a busy runner's log is read for its runs and its problems; the
+step-by-step trace is the run inspector's, or DEBUG's.
 
 Each line's text reads on its own; its fields ride on the record (`extra`), so a JSON formatter
 (`WORKFLOWS_LOG_JSON=1` in this project's settings) writes them as keys: `event`, `run_id`,

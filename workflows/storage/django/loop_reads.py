@@ -90,7 +90,7 @@ class LoopReads:
 
 def _has_rows(cursor: Any) -> bool:
     """Whether the statement answered rows (as `cursor.description` says, without building its
-    columns: a claimed run's row has thirty, and that was an eighth of a claim's CPU)."""
+    columns: a claimed run's row has thirty, each read per call)."""
     from psycopg.pq import ExecStatus
 
     result = cursor.pgresult
