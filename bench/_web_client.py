@@ -1,11 +1,12 @@
 """The load generator's HTTP/1.1 client: keep-alive connections over asyncio streams, each
 request on an idle connection or a new one, so no request waits behind another (open loop).
 
-Why not httpx here: its connection pool matches every queued request against every connection
-on each change, so with hundreds of requests outstanding (a server slowing down for a moment at
-200 requests/s) the generator's own event loop saturates, sends late and reads late, and the
-latencies it prints are its own (seen: web CPU at 26 % and p50 of 9 s). This one does O(1) work
-per request. It speaks just what the bench needs: POST with a body, answers with Content-Length.
+Why not an HTTP client library here: httpx 0.28's connection pool matched every queued request
+against every connection on each change, so with hundreds of requests outstanding (a server
+slowing down for a moment at 200 requests/s) the generator's own event loop saturated, sent late
+and read late, and the latencies it printed were its own (seen: web CPU at 26 % and p50 of 9 s).
+This one does O(1) work per request, whatever client the app itself uses. It speaks just what the
+bench needs: POST with a body, answers with Content-Length.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 from bench._common import BENCH_VAR, PG_SERVER_URL, ROOT
 from bench._web_servers import free_port, server_argv
@@ -118,7 +118,7 @@ class Stack:
     def wait_runner(self, runs: Runs) -> None:
         """The runner is up once it has completed a job (the warm-up's, or one sent here)."""
         if runs.completed() == 0:
-            httpx.post(f"{self.base}/jobs", json={"title": "probe", "transcript": "probe"}, timeout=30)
+            httpx2.post(f"{self.base}/jobs", json={"title": "probe", "transcript": "probe"}, timeout=30)
         wait_until(
             lambda: runs.completed() > 0, timeout=300, what="the runner's first job", child=self.runner
         )
@@ -155,6 +155,6 @@ def start_bare(server: str, env: dict[str, str], logs: Path) -> tuple[Child, str
 
 def _posts(url: str) -> bool:
     try:
-        return httpx.post(url, content=b"{}", timeout=2.0).status_code == 202
-    except httpx.HTTPError:
+        return httpx2.post(url, content=b"{}", timeout=2.0).status_code == 202
+    except httpx2.HTTPError:
         return False

@@ -44,7 +44,7 @@ PLACES = (
     ("job", ("/jobs/",)),
     (
         "HTTP client",
-        ("/httpx/", "/httpcore/", "/h11/", "/h2/", "/hpack/", "/anyio/", "/sniffio/", "socket", "_ssl"),
+        ("/httpx2/", "/httpcore2/", "/h11/", "/h2/", "/hpack/", "/anyio/", "/sniffio/", "socket", "_ssl"),
     ),
     (
         "event loop",

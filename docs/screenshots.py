@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -125,14 +125,14 @@ class App:
             child.stop()
 
     def submit(self, title: str) -> str:
-        response = httpx.post(
+        response = httpx2.post(
             f"{self.web}/jobs", json={"title": title, "transcript": SAMPLE.read_text()}, timeout=30
         )
         response.raise_for_status()
         return response.json()["jobId"]
 
     def job(self, job_id: str) -> dict[str, Any]:
-        return httpx.get(f"{self.web}/jobs/{job_id}", timeout=30).json()
+        return httpx2.get(f"{self.web}/jobs/{job_id}", timeout=30).json()
 
     def review(self, key: str, title: str) -> None:
         """A reviewedBrief, which ends waiting for an operator's decision (the dashboard lists it)."""

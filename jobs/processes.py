@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
+import httpx2
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 STOP_GRACE = 10.0  # seconds a child has to exit after SIGTERM before it is killed
@@ -110,8 +110,8 @@ def answers(url: str) -> Callable[[], bool]:
 
     def check() -> bool:
         try:
-            return httpx.get(url, timeout=2.0).status_code < 500
-        except httpx.HTTPError:
+            return httpx2.get(url, timeout=2.0).status_code < 500
+        except httpx2.HTTPError:
             return False
 
     return check

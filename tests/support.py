@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 from django.db import connection
 
 from jobs.processes import database_url
@@ -101,8 +101,8 @@ def wait_serving(
         if not alive():
             raise AssertionError(f"{what} exited:\n{said()[-3000:]}")
         try:
-            return httpx.get(url, timeout=2).status_code == 200
-        except httpx.HTTPError:
+            return httpx2.get(url, timeout=2).status_code == 200
+        except httpx2.HTTPError:
             return False
 
     wait_for(up, timeout, f"{what} to serve")

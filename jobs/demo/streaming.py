@@ -3,8 +3,8 @@ Events, a piece at a time, at a pace (`DEMO_TOKEN_MS`), so a client's streaming 
 and broken (`cut:<n>`) without a real model.
 
 The stream is a plain iterator of bytes, one event each: the server writes it as a chunked body,
-the mock transport hands it to httpx. A cut is the iterator raising `StreamCut`: the server then
-closes the connection mid-body, the transport raises httpx.RemoteProtocolError."""
+the mock transport hands it to httpx2. A cut is the iterator raising `StreamCut`: the server then
+closes the connection mid-body, the transport raises httpx2.RemoteProtocolError."""
 
 from __future__ import annotations
 

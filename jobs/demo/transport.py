@@ -1,18 +1,18 @@
-"""The demo services as an httpx.MockTransport (DEMO ONLY): in-process tests, no socket."""
+"""The demo services as an httpx2.MockTransport (DEMO ONLY): in-process tests, no socket."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 
-import httpx
+import httpx2
 
 from .services import DROPPED, DemoRequest, DemoServices
 from .streaming import StreamCut
 
 
-def mock_transport(services: DemoServices) -> httpx.MockTransport:
-    def handle(request: httpx.Request) -> httpx.Response:
+def mock_transport(services: DemoServices) -> httpx2.MockTransport:
+    def handle(request: httpx2.Request) -> httpx2.Response:
         result = services.handle(
             DemoRequest(
                 method=request.method,
@@ -24,29 +24,29 @@ def mock_transport(services: DemoServices) -> httpx.MockTransport:
             )
         )
         if result is DROPPED:
-            raise httpx.RemoteProtocolError(
+            raise httpx2.RemoteProtocolError(
                 "Server disconnected without sending a response.", request=request
             )
         if result.stream is not None:
-            return httpx.Response(
+            return httpx2.Response(
                 result.status, headers=result.headers, stream=_Streamed(result.stream, request)
             )
-        return httpx.Response(result.status, headers=result.headers, content=result.body)
+        return httpx2.Response(result.status, headers=result.headers, content=result.body)
 
-    return httpx.MockTransport(handle)
+    return httpx2.MockTransport(handle)
 
 
-class _Streamed(httpx.SyncByteStream, httpx.AsyncByteStream):
+class _Streamed(httpx2.SyncByteStream, httpx2.AsyncByteStream):
     """A streamed answer's body for a sync or an async client. Async, each piece is made in a
     worker thread, so the demo's pace (a sleep between pieces) does not stall the event loop.
     A StreamCut is a connection lost mid-body, as over a socket."""
 
-    def __init__(self, pieces: Iterator[bytes], request: httpx.Request) -> None:
+    def __init__(self, pieces: Iterator[bytes], request: httpx2.Request) -> None:
         self._pieces = pieces
         self._request = request
 
-    def _cut(self) -> httpx.RemoteProtocolError:
-        return httpx.RemoteProtocolError(
+    def _cut(self) -> httpx2.RemoteProtocolError:
+        return httpx2.RemoteProtocolError(
             "peer closed connection without sending complete message body", request=self._request
         )
 

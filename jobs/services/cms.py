@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+import httpx2
 from django.conf import settings
 
 from .http import InvalidReply, calling, json_body, raise_for_status
 
 
 async def publish_post(
-    client: httpx.AsyncClient, *, title: str, body: str, idempotency_key: str
+    client: httpx2.AsyncClient, *, title: str, body: str, idempotency_key: str
 ) -> dict[str, Any]:
     """Create the post, or get the one this key already created: a retry after a lost response
     publishes nothing new. Returns the CMS's post (with at least `id` and `url`)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+import httpx2
 from django.conf import settings
 
 from .http import InvalidReply, calling, json_body, raise_for_status
@@ -17,7 +17,7 @@ from .http import InvalidReply, calling, json_body, raise_for_status
 NOT_FOUND = 404
 
 
-async def find_company(client: httpx.AsyncClient, name: str) -> dict[str, Any] | None:
+async def find_company(client: httpx2.AsyncClient, name: str) -> dict[str, Any] | None:
     """The CRM's record of the company named `name`, or None when the CRM has none (404)."""
     url = settings.CRM_API_URL.rstrip("/") + "/companies"
     with calling("CRM"):

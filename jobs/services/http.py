@@ -14,7 +14,7 @@ import ssl
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
+import httpx2
 
 from workflows import CriticalError, RetryAfter
 
@@ -23,11 +23,11 @@ ERROR_TEXT_LIMIT = 500  # characters of a response body quoted in an error
 
 # Connections a service's shared client keeps: a runner runs at most `--concurrency` steps at
 # once, so more would only wait; fewer kept alive than allowed, as idle ones cost the server.
-POOL_LIMITS = httpx.Limits(max_connections=20, max_keepalive_connections=10, keepalive_expiry=30.0)
+POOL_LIMITS = httpx2.Limits(max_connections=20, max_keepalive_connections=10, keepalive_expiry=30.0)
 
-_transport: httpx.AsyncBaseTransport | None = None
+_transport: httpx2.AsyncBaseTransport | None = None
 # The runner's shared clients, by service, while `service_clients()` is entered (see there).
-_shared: contextvars.ContextVar[dict[str, httpx.AsyncClient] | None] = contextvars.ContextVar(
+_shared: contextvars.ContextVar[dict[str, httpx2.AsyncClient] | None] = contextvars.ContextVar(
     "jobs_service_clients", default=None
 )
 
@@ -43,15 +43,15 @@ class InvalidReply(Exception):
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     # Loading the CA bundle takes ~40 ms of CPU: once per process, not once per step.
-    return httpx.create_ssl_context()
+    return httpx2.create_ssl_context()
 
 
-def client(**kwargs: Any) -> httpx.AsyncClient:
+def client(**kwargs: Any) -> httpx2.AsyncClient:
     """A new client (HTTP/2 where the server speaks it). Tests route it through `use_transport`."""
     kwargs.setdefault("timeout", DEFAULT_TIMEOUT)
     kwargs.setdefault("verify", _ssl_context())
     kwargs.setdefault("http2", True)
-    return httpx.AsyncClient(transport=_transport, **kwargs)
+    return httpx2.AsyncClient(transport=_transport, **kwargs)
 
 
 @contextlib.asynccontextmanager
@@ -61,7 +61,7 @@ async def service_clients() -> AsyncIterator[None]:
     the TLS session) an earlier step opened, instead of paying a new one per step; the clients
     close when the runner stops. Steps see them through a context variable: the runner's tasks
     are created inside the lifespan and inherit it."""
-    clients: dict[str, httpx.AsyncClient] = {}
+    clients: dict[str, httpx2.AsyncClient] = {}
     token = _shared.set(clients)
     try:
         yield
@@ -71,7 +71,7 @@ async def service_clients() -> AsyncIterator[None]:
 
 
 @contextlib.asynccontextmanager
-async def client_for(service: str) -> AsyncIterator[httpx.AsyncClient]:
+async def client_for(service: str) -> AsyncIterator[httpx2.AsyncClient]:
     """The client of one step's calls to `service`: the runner's shared one under
     `service_clients()` (left open), else a client of the step's own, closed after it (a test's
     `run_until_idle`, a runner embedded without the lifespan). Timeouts stay per request."""
@@ -87,8 +87,8 @@ async def client_for(service: str) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @contextlib.contextmanager
-def use_transport(transport: httpx.AsyncBaseTransport) -> Iterator[None]:
-    """Route every client built by `client()` through `transport` (e.g. httpx.MockTransport)."""
+def use_transport(transport: httpx2.AsyncBaseTransport) -> Iterator[None]:
+    """Route every client built by `client()` through `transport` (e.g. httpx2.MockTransport)."""
     global _transport
     previous, _transport = _transport, transport
     try:
@@ -102,11 +102,11 @@ def calling(service: str) -> Iterator[None]:
     """Turn network failures of a call into retryable errors naming the service."""
     try:
         yield
-    except httpx.TimeoutException as exc:
+    except httpx2.TimeoutException as exc:
         raise ServiceUnavailable(f"{service} timed out ({type(exc).__name__})") from exc
-    except httpx.RemoteProtocolError as exc:
+    except httpx2.RemoteProtocolError as exc:
         raise ServiceUnavailable(f"{service} connection lost ({exc})") from exc
-    except httpx.TransportError as exc:
+    except httpx2.TransportError as exc:
         raise ServiceUnavailable(f"{service} unreachable ({type(exc).__name__}: {exc})") from exc
 
 
@@ -129,7 +129,7 @@ def retry_after_seconds(value: str | None, now: dt.datetime | None = None) -> fl
     return max(0.0, (when - now).total_seconds())
 
 
-def raise_for_status(response: httpx.Response, service: str) -> None:
+def raise_for_status(response: httpx2.Response, service: str) -> None:
     status = response.status_code
     if status < 400:
         return
@@ -142,7 +142,7 @@ def raise_for_status(response: httpx.Response, service: str) -> None:
     raise CriticalError(f"{service} returned {status}: {response.text[:ERROR_TEXT_LIMIT]}")
 
 
-def json_body(response: httpx.Response, service: str) -> Any:
+def json_body(response: httpx2.Response, service: str) -> Any:
     try:
         return response.json()
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import httpx2
 from django.conf import settings
 
 from .http import ERROR_TEXT_LIMIT, InvalidReply, calling, json_body, raise_for_status
@@ -39,7 +39,7 @@ class Completion:
 
 
 async def complete(
-    client: httpx.AsyncClient,
+    client: httpx2.AsyncClient,
     messages: list[dict[str, str]],
     *,
     json_object: bool = False,
@@ -85,7 +85,7 @@ def _whole(data: Any) -> Completion:
 
 
 async def _streamed(
-    client: httpx.AsyncClient, url: str, payload: dict[str, Any], headers: dict[str, str], on_text: TextSink
+    client: httpx2.AsyncClient, url: str, payload: dict[str, Any], headers: dict[str, str], on_text: TextSink
 ) -> Completion:
     """Ask for a stream and read it. The status is judged before the stream is read; a server
     that answers a whole JSON completion anyway is taken as one piece."""
@@ -118,7 +118,7 @@ async def _streamed(
     raise InvalidReply(f"model stream ended before {STREAM_END} ({len(reply.content)} characters in)")
 
 
-async def _sse_data(response: httpx.Response) -> AsyncIterator[str]:
+async def _sse_data(response: httpx2.Response) -> AsyncIterator[str]:
     """The data of each Server-Sent Event (its `data:` lines joined); comments, other fields and
     an unfinished last event are skipped, as the SSE rules say."""
     lines: list[str] = []

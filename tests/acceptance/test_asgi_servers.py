@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
@@ -59,8 +59,8 @@ def _serving(server: str, log: Path, **settings: str) -> Iterator[str]:
         if not child.running():
             raise AssertionError(f"{server} exited ({child.process.returncode}):\n{child.output()}")
         try:
-            return httpx.get(f"{base}/api/openapi.json", timeout=2).status_code == 200
-        except httpx.HTTPError:
+            return httpx2.get(f"{base}/api/openapi.json", timeout=2).status_code == 200
+        except httpx2.HTTPError:
             return False
 
     try:
@@ -91,13 +91,13 @@ async def _handshake_status(url: str) -> int:
 
 
 def test_post_jobs_202_and_its_run_followed_over_a_websocket(served: str):
-    answer = httpx.post(
+    answer = httpx2.post(
         f"{served}/jobs", json=BODY, headers={"Idempotency-Key": "servers-1"}, timeout=DEADLINE
     )
     assert answer.status_code == 202, answer.text
     job = answer.json()
     assert job["jobId"] and job["runId"] and job["streamToken"]
-    again = httpx.post(
+    again = httpx2.post(
         f"{served}/jobs", json=BODY, headers={"Idempotency-Key": "servers-1"}, timeout=DEADLINE
     )
     assert again.status_code == 202 and again.json()["jobId"] == job["jobId"]
@@ -115,7 +115,7 @@ def test_a_websocket_without_token_or_origin_is_refused_at_the_handshake(served:
         request.applymarker(
             pytest.mark.xfail(strict=True, reason="granian#818: no 403 for close before accept")
         )
-    job = httpx.post(f"{served}/jobs", json=BODY, timeout=DEADLINE).json()
+    job = httpx2.post(f"{served}/jobs", json=BODY, timeout=DEADLINE).json()
     ws = served.replace("http://", "ws://") + f"/ws/runs/{job['runId']}/?changes=1"
     assert asyncio.run(_handshake_status(ws)) == 403
 
@@ -126,12 +126,12 @@ def test_load_shedding_under_the_server(server: str, tmp_path: Path):
     included: a request stops counting once answered), and a burst gets the JSON 503 with
     Retry-After for the excess, never another error."""
     with _serving(server, tmp_path / "server.log", WEB_MAX_IN_FLIGHT="1") as base:
-        with httpx.Client(base_url=base, timeout=DEADLINE) as http:  # one connection: no pause between
+        with httpx2.Client(base_url=base, timeout=DEADLINE) as http:  # one connection: no pause between
             one_by_one = [http.post("/jobs", json=BODY).status_code for _ in range(20)]
         assert one_by_one == [202] * 20
 
-        async def burst() -> list[httpx.Response]:
-            async with httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
+        async def burst() -> list[httpx2.Response]:
+            async with httpx2.AsyncClient(base_url=base, timeout=DEADLINE) as http:
                 return await asyncio.gather(*(http.post("/jobs", json=BODY) for _ in range(30)))
 
         answers = asyncio.run(burst())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 
-import httpx
+import httpx2
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -112,8 +112,8 @@ def test_single_process__a_runner_serves_its_own_metrics(runners, monkeypatch):
         if proc.poll() is not None:
             raise AssertionError(f"the runner exited with {proc.returncode}")
         try:
-            return parse(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text)
-        except httpx.HTTPError:
+            return parse(httpx2.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text)
+        except httpx2.HTTPError:
             return None
 
     samples = wait_for(scrape, what="the runner's metrics port")

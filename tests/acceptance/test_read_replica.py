@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from jobs.processes import Child
@@ -45,8 +45,8 @@ pytestmark = [
 class Bed:
     primary: pgcluster.PrivateCluster
     standby: Standby
-    web: httpx.Client  # logged in to the admin
-    api: httpx.Client  # with an API key
+    web: httpx2.Client  # logged in to the admin
+    api: httpx2.Client  # with an API key
 
 
 def _env(primary: pgcluster.PrivateCluster, standby: Standby | None = None) -> dict[str, str]:
@@ -71,8 +71,8 @@ def _manage(primary: pgcluster.PrivateCluster, *args: str) -> str:
     return manage(_env(primary), *args)
 
 
-def _login(base: str) -> httpx.Client:
-    web = httpx.Client(base_url=base, timeout=30)
+def _login(base: str) -> httpx2.Client:
+    web = httpx2.Client(base_url=base, timeout=30)
     web.get("/admin/login/")
     answer = web.post(
         "/admin/login/?next=/admin/",
@@ -107,7 +107,7 @@ def bed(tmp_path_factory) -> Iterator[Bed]:
         base = f"http://127.0.0.1:{port}"
         wait_serving(f"{base}/api/openapi.json", child.running, child.output, 120, "daphne")
         web = _login(base)
-        api = httpx.Client(base_url=base, timeout=30, headers={"Authorization": f"Bearer {key}"})
+        api = httpx2.Client(base_url=base, timeout=30, headers={"Authorization": f"Bearer {key}"})
         try:
             yield Bed(primary, standby, web, api)
         finally:
@@ -126,7 +126,7 @@ def _start(bed: Bed, key: str) -> str:
     return answer.json()["id"]
 
 
-def _listed(bed: Bed) -> tuple[list[str], httpx.Headers]:
+def _listed(bed: Bed) -> tuple[list[str], httpx2.Headers]:
     answer = bed.api.get("/api/runs")
     assert answer.status_code == 200, answer.text
     assert set(answer.json()) == {"items", "next_cursor"}  # the body's shape is a contract

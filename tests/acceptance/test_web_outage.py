@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from jobs.processes import Child
@@ -68,8 +68,8 @@ def _daphne(cluster: pgcluster.PrivateCluster, log: Path, **pool: str) -> tuple[
         if not child.running():
             raise AssertionError(f"daphne exited ({child.process.returncode}):\n{child.output()}")
         try:
-            return httpx.get(f"{base}/api/openapi.json", timeout=2).status_code == 200
-        except httpx.HTTPError:
+            return httpx2.get(f"{base}/api/openapi.json", timeout=2).status_code == 200
+        except httpx2.HTTPError:
             return False
 
     try:
@@ -90,7 +90,7 @@ def cluster() -> Iterator[pgcluster.PrivateCluster]:
         cluster.destroy()
 
 
-def assert_unavailable(response: httpx.Response) -> None:
+def assert_unavailable(response: httpx2.Response) -> None:
     """503 in the one JSON error shape, with a small Retry-After."""
     assert response.status_code == 503, (response.status_code, response.text[:500])
     assert response.headers["content-type"].startswith("application/json"), response.headers
@@ -104,7 +104,7 @@ def test_database_outage__answers_503_json_and_a_retried_post_makes_one_job(clus
     key = re.search(r"wf_\S+", _manage(cluster, "workflows", "apikey", "create", "outage")).group(0)
     daphne, base = _daphne(cluster, tmp_path / "daphne.log")
     try:
-        with httpx.Client(base_url=base, timeout=30) as http:
+        with httpx2.Client(base_url=base, timeout=30) as http:
             created = http.post("/jobs", json=BODY, headers={"Idempotency-Key": "before"})
             assert created.status_code == 202, created.text
             job_id = created.json()["jobId"]
@@ -119,7 +119,7 @@ def test_database_outage__answers_503_json_and_a_retried_post_makes_one_job(clus
 
             cluster.start_again()
 
-            def retried() -> httpx.Response | None:
+            def retried() -> httpx2.Response | None:
                 response = http.post("/jobs", json=BODY, headers={"Idempotency-Key": "during"})
                 if response.status_code == 503:  # the pool reconnects within its reconnect_timeout
                     assert_unavailable(response)
@@ -162,9 +162,9 @@ def test_tiny_pool_under_a_burst__answers_2xx_or_503_json_never_500(cluster, tmp
         DATABASE_POOL_TIMEOUT="0.05",
     )
 
-    async def burst() -> list[httpx.Response]:
-        limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
-        async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as http:
+    async def burst() -> list[httpx2.Response]:
+        limits = httpx2.Limits(max_connections=100, max_keepalive_connections=100)
+        async with httpx2.AsyncClient(base_url=base, timeout=60, limits=limits) as http:
             return await asyncio.gather(
                 *(http.post("/jobs", json=BODY, headers={"Idempotency-Key": f"burst-{i}"}) for i in range(60))
             )

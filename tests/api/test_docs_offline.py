@@ -9,7 +9,7 @@ import re
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
-import httpx
+import httpx2
 import pytest
 
 
@@ -26,7 +26,7 @@ class Refs(HTMLParser):
 
 @pytest.fixture
 def page(live_server) -> tuple[str, str]:
-    response = httpx.get(f"{live_server.url}/api/docs", timeout=10)
+    response = httpx2.get(f"{live_server.url}/api/docs", timeout=10)
     assert response.status_code == 200
     return live_server.url, response.text
 
@@ -47,10 +47,10 @@ def test_every_asset_and_the_openapi_document_answer_200(page):
     parser = Refs()
     parser.feed(html)
     for url in parser.urls:
-        response = httpx.get(urljoin(base + "/", url), timeout=10)
+        response = httpx2.get(urljoin(base + "/", url), timeout=10)
         assert response.status_code == 200, url
         assert response.content, url
     settings = json.loads(re.search(r'id="swagger-settings">(.*?)</script>', html, re.S).group(1))
     assert settings["validatorUrl"] is None  # no online validator badge either
-    document = httpx.get(urljoin(base + "/", settings["url"]), timeout=10)
+    document = httpx2.get(urljoin(base + "/", settings["url"]), timeout=10)
     assert document.status_code == 200 and document.json()["info"]["title"] == "Durable workflows"

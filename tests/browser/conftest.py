@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from django.contrib.auth.models import User
 from django.db import connections
@@ -75,8 +75,8 @@ class Processes:
             if proc.poll() is not None:
                 raise AssertionError(f"daphne exited with {proc.returncode}:\n{self.logs()}")
             try:
-                return httpx.get(f"{base}/admin/login/", timeout=1).status_code == 200
-            except httpx.HTTPError:
+                return httpx2.get(f"{base}/admin/login/", timeout=1).status_code == 200
+            except httpx2.HTTPError:
                 return False
 
         wait_for(up, 120, "daphne to serve")

@@ -1,4 +1,4 @@
-"""Fixtures of the AI job's tests: the demo services in-process (an httpx MockTransport over
+"""Fixtures of the AI job's tests: the demo services in-process (an httpx2 MockTransport over
 the same code `manage.py demoservices` serves), and a way to submit and run jobs."""
 
 from __future__ import annotations

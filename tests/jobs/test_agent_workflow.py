@@ -1,6 +1,6 @@
 """The accountAgent example, in-process until idle, against the demo services (the model through
-an httpx2 MockTransport, as the OpenAI client speaks httpx2; the CRM and CMS through the httpx
-one of the `demo` fixture). On SQLite and PostgreSQL."""
+an httpx2 MockTransport of its own, given to the OpenAI client; the CRM and CMS through the one
+of the `demo` fixture). On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 
-import httpx
+import httpx2
 import pytest
 
 from jobs import prompts
@@ -116,20 +116,20 @@ def server():
 
 
 def test_server__a_dropped_answer_closes_the_connection_after_the_post_is_saved(server):
-    httpx.post(f"{server.url}/_demo/script", json={"route": "cms", "responses": ["drop"]}).raise_for_status()
-    with pytest.raises(httpx.RemoteProtocolError):
-        httpx.post(
+    httpx2.post(f"{server.url}/_demo/script", json={"route": "cms", "responses": ["drop"]}).raise_for_status()
+    with pytest.raises(httpx2.RemoteProtocolError):
+        httpx2.post(
             f"{server.url}/cms/posts", json={"title": "T", "body": "B"}, headers={"Idempotency-Key": "k"}
         )
-    again = httpx.post(
+    again = httpx2.post(
         f"{server.url}/cms/posts", json={"title": "T", "body": "B"}, headers={"Idempotency-Key": "k"}
     )
     assert again.status_code == 200
-    assert len(httpx.get(f"{server.url}/cms/posts").json()["posts"]) == 1
-    assert httpx.get(f"{server.url}/_demo/calls").json()["counts"] == {"cms": 2}
+    assert len(httpx2.get(f"{server.url}/cms/posts").json()["posts"]) == 1
+    assert httpx2.get(f"{server.url}/_demo/calls").json()["counts"] == {"cms": 2}
 
 
 def test_server__bad_admin_requests_are_400(server):
-    response = httpx.post(f"{server.url}/_demo/script", json={"route": "cms", "responses": ["nope"]})
+    response = httpx2.post(f"{server.url}/_demo/script", json={"route": "cms", "responses": ["nope"]})
     assert response.status_code == 400
-    assert httpx.post(f"{server.url}/_demo/script", content=b"[").status_code == 400
+    assert httpx2.post(f"{server.url}/_demo/script", content=b"[").status_code == 400

@@ -8,7 +8,7 @@ import json
 import threading
 import time
 
-import httpx
+import httpx2
 import pytest
 
 from jobs import prompts
@@ -129,16 +129,16 @@ def serve(settings):
     settings.OPENAI_API_KEY, settings.OPENAI_MODEL = "demo-key", "demo"
     servers: list[tuple[DemoServer, threading.Thread]] = []
 
-    def start(services: DemoServices, over: str) -> httpx.AsyncClient:
+    def start(services: DemoServices, over: str) -> httpx2.AsyncClient:
         if over == "mock":
             settings.OPENAI_BASE_URL = "http://demo.test/v1"
-            return httpx.AsyncClient(transport=mock_transport(services))
+            return httpx2.AsyncClient(transport=mock_transport(services))
         server = DemoServer(("127.0.0.1", 0), services)
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         thread.start()
         servers.append((server, thread))
         settings.OPENAI_BASE_URL = f"{server.url}/v1"
-        return httpx.AsyncClient()
+        return httpx2.AsyncClient()
 
     yield start
     for server, thread in servers:
@@ -232,12 +232,12 @@ async def test_client__over_a_socket_the_first_piece_arrives_while_the_rest_is_b
 
 
 def answering(body: bytes, *, content_type: str = "text/event-stream", seen: list | None = None):
-    def handle(request: httpx.Request) -> httpx.Response:
+    def handle(request: httpx2.Request) -> httpx2.Response:
         if seen is not None:
             seen.append(request)
-        return httpx.Response(200, headers={"Content-Type": content_type}, content=body)
+        return httpx2.Response(200, headers={"Content-Type": content_type}, content=body)
 
-    return httpx.AsyncClient(transport=httpx.MockTransport(handle))
+    return httpx2.AsyncClient(transport=httpx2.MockTransport(handle))
 
 
 def sse(*data: str) -> bytes:
@@ -254,7 +254,7 @@ def openai(settings):
 
 
 async def test_client__asks_for_a_stream_with_usage_and_reads_sse_as_written(openai):
-    seen: list[httpx.Request] = []
+    seen: list[httpx2.Request] = []
     usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
     body = (
         b": keep-alive\n\nevent: chunk\n"

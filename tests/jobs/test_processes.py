@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 
-import httpx
+import httpx2
 import pytest
 from django.core.management import call_command
 
@@ -32,15 +32,15 @@ class Demo:
         self.child, self.url = child, url
 
     def script(self, route: str, *responses: str) -> None:
-        httpx.post(
+        httpx2.post(
             f"{self.url}/_demo/script", json={"route": route, "responses": list(responses)}
         ).raise_for_status()
 
     def counts(self) -> dict[str, int]:
-        return httpx.get(f"{self.url}/_demo/calls").json()["counts"]
+        return httpx2.get(f"{self.url}/_demo/calls").json()["counts"]
 
     def posts(self) -> list[dict]:
-        return httpx.get(f"{self.url}/cms/posts").json()["posts"]
+        return httpx2.get(f"{self.url}/cms/posts").json()["posts"]
 
 
 @pytest.fixture

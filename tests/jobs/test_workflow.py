@@ -1,5 +1,5 @@
 """The aiJob and invoice workflows, run in-process until idle (backoff skipped by a fake clock),
-against the demo services through an httpx MockTransport. On SQLite and PostgreSQL."""
+against the demo services through an httpx2 MockTransport. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ with an API key), and the runner hosts complete them."""
 
 from __future__ import annotations
 
-import httpx
+import httpx2
 
 from .checks import assert_no_traceback, assert_runs_correct, chain_steps
 
@@ -18,7 +18,7 @@ def test_the_web_host_starts_runs_that_the_runner_hosts_complete(bed):
     token = bed.control.ask(op="apikey", name="multihost")["key"]
     keys = [f"web{i:02d}" for i in range(RUNS)]
     ids = []
-    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=10) as client:
+    with httpx2.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=10) as client:
         for key in keys:
             answer = client.post(
                 "/api/workflows/chain/runs", json={"key": [key], "state": {"steps": 3, "work": 0.1}}
@@ -30,5 +30,5 @@ def test_the_web_host_starts_runs_that_the_runner_hosts_complete(bed):
             answer = client.get(f"/api/runs/{run_id}")
             assert answer.status_code == 200 and answer.json()["status"] == "completed", answer.text
         assert client.get("/api/runs").status_code == 200
-        assert httpx.get(f"{base}/api/runs", timeout=10).status_code == 401  # the key is what let us in
+        assert httpx2.get(f"{base}/api/runs", timeout=10).status_code == 401  # the key is what let us in
     assert_no_traceback(web)

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 from django.apps import apps
 from django.conf import settings
 from django.core.management import call_command
@@ -63,7 +63,7 @@ class Command(BaseCommand):
         port = port or settings.PORT
         self.rerun = Rerun(via_make=via_make, port=port, demo_port=demo_port)
         web, demo = f"http://{host}:{port}", f"http://127.0.0.1:{demo_port}"
-        logging.getLogger("httpx").setLevel(logging.WARNING)  # our own readiness polls are noise
+        logging.getLogger("httpx2").setLevel(logging.WARNING)  # our own readiness polls are noise
         signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C while starting: stop cleanly
         check_ports(host, port, demo_port, self.rerun)
         self.stdout.write("migrating the database …")
@@ -123,7 +123,7 @@ class Command(BaseCommand):
 
     def _sample_job(self, web: str, timeout: float):
         body = {"title": "Discovery call: Northwind Logistics", "transcript": SAMPLE_PATH.read_text()}
-        response = httpx.post(f"{web}/jobs", json=body, timeout=30.0)
+        response = httpx2.post(f"{web}/jobs", json=body, timeout=30.0)
         if response.status_code != 202:
             raise CommandError(f"POST /jobs answered {response.status_code}: {response.text}")
         job_id = response.json()["jobId"]
