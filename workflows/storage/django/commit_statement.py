@@ -205,7 +205,7 @@ def _statement_parts(
         ctes.append(
             postgres.CTE_IDS.format(name=f"s{n}", statement=postgres.INSERT_CHUNKS_AFTER.format(after=r))
         )
-        params += [rid, values.t(now), *chunk_columns(commit)]
+        params += [rid, values.t(now), chunk_rows(commit)]
     slot_freed = "NULL"
     if commit.transition is not None:  # a grouped run leaving `running` frees its group's slot:
         # the first run set aside in the group is due again, and runners waiting for a slot look
@@ -218,17 +218,19 @@ def _statement_parts(
     return ctes, params, [postgres.CANCEL_REQUESTED_OF.format(cte=r), entry_select, slot_freed]
 
 
-def chunk_columns(commit: Commit) -> list[list[Any]]:
-    """A commit's stream chunks as the columns INSERT_CHUNKS_AFTER unnests (data as JSON text)."""
-    chunks = commit.stream_chunks
-    return [
-        [c.stream for c in chunks],
-        [json.dumps(c.data) for c in chunks],
-        [c.origin.scope for c in chunks],
-        [c.origin.step for c in chunks],
-        [c.origin.attempt for c in chunks],
-        [c.seq for c in chunks],
-    ]
+def chunk_rows(commit: Commit) -> str:
+    """A commit's stream chunks as the JSON array of rows INSERT_CHUNKS_AFTER reads: one text
+    however many chunks (one statement text), encoded in C by `json`. Six text arrays instead cost
+    psycopg a regex search and an escape in Python per element (its `_dump_list` was among the
+    costliest functions of `bench/job_cpu.py --top 40` on PostgreSQL: a model streams a chunk a
+    word)."""
+    return json.dumps(
+        [
+            {"stream": c.stream, "data": c.data, "scope": c.origin.scope, "step": c.origin.step,
+             "attempt": c.origin.attempt, "seq": c.seq}
+            for c in commit.stream_chunks
+        ]
+    )  # fmt: skip
 
 
 def _answered(commit: Commit) -> bool:

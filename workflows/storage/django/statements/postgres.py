@@ -105,12 +105,13 @@ INSERT_EVENTS_AFTER = (
     " WHERE EXISTS (SELECT 1 FROM {after})"
 )
 EVENT_ROW_AFTER = "(%s, %s::jsonb, %s, %s, %s::integer)"
-# A commit's stream chunks as arrays, one per column: one statement text whatever their number.
+# A commit's stream chunks as one JSON array of rows (in order): one statement text whatever their
+# number.
 INSERT_CHUNKS_AFTER = (
     f"INSERT INTO workflows_streamchunk ({CHUNK_COLUMNS})"
-    " SELECT %s, x.stream, x.data::jsonb, %s::timestamptz, x.scope, x.step, x.attempt, x.seq"
-    " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::integer[], %s::integer[])"
-    " AS x(stream, data, scope, step, attempt, seq)"
+    " SELECT %s, x.stream, x.data, %s::timestamptz, x.scope, x.step, x.attempt, x.seq"
+    " FROM jsonb_to_recordset(%s::jsonb)"
+    " AS x(stream text, data jsonb, scope text, step text, attempt integer, seq integer)"
     " WHERE EXISTS (SELECT 1 FROM {after})"
 )
 # How many of a run's messages named by id are still unconsumed (the one-statement commit's fence).
