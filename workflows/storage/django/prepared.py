@@ -115,18 +115,47 @@ def query_class() -> type:
         """psycopg parses a statement's `%s` placeholders anew on every execution when it is long
         or has many parameters (a group commit's statement: a quarter of a busy runner's CPU);
         the store's statements repeat, so each text is parsed once (a private psycopg API, pinned
-        in requirements.txt; the prepared-statement tests exercise it)."""
+        in requirements.txt; the prepared-statement tests exercise it). A text whose only `%` are
+        `%s` placeholders (every statement the store builds) is numbered by a split instead of
+        psycopg's tokenizer: a group commit's text is new more often than not (its runs' shapes
+        vary), and then the tokenizer's pass over several kilobytes was the cost."""
 
         def convert(self, query: Any, vars: Any) -> None:
             if vars is None or not isinstance(query, str | bytes):
                 return super().convert(query, vars)
-            self.query, self._want_formats, self._order, self._parts = parsed(
-                self._ensure_bytes(query), self._tx.encoding
-            )
+            text = self._ensure_bytes(query)
+            numbered = _numbered(text)
+            if numbered is None:
+                self.query, self._want_formats, self._order, self._parts = parsed(text, self._tx.encoding)
+            else:
+                self.query, self._parts = numbered
+                self._want_formats, self._order = [_queries.PyFormat.AUTO] * (len(self._parts) - 1), None
             self.dump(vars)
             return None
 
     return ParsedOnce if _converts(ParsedOnce) else _queries.PostgresQuery
+
+
+def _numbered(text: bytes) -> tuple[bytes, list[Any]] | None:
+    """`text` with its `%s` as `$1, $2...` and psycopg's parts for as many positional parameters
+    (what its parameter check reads), or None when the text holds any other `%` (`%%`, `%b`,
+    `%(name)s`): psycopg's tokenizer then reads it."""
+    pieces = text.split(b"%s")
+    if any(b"%" in piece for piece in pieces):
+        return None
+    numbered = [pieces[0]]
+    for n, piece in enumerate(pieces[1:], 1):
+        numbered += (b"$%d" % n, piece)
+    return b"".join(numbered), _positional_parts(len(pieces) - 1)
+
+
+@lru_cache(maxsize=64)
+def _positional_parts(count: int) -> list[Any]:
+    from psycopg import _queries
+
+    return [_queries.QueryPart(b"", n, _queries.PyFormat.AUTO) for n in range(count)] + [
+        _queries.QueryPart(b"", 0, _queries.PyFormat.AUTO)
+    ]
 
 
 def _converts(query_class: type) -> bool:
@@ -135,8 +164,12 @@ def _converts(query_class: type) -> bool:
     from psycopg.adapt import Transformer
 
     try:
-        query = query_class(Transformer())
+        query, escaped = query_class(Transformer()), query_class(Transformer())
         query.convert("SELECT %s, %s", [1, "a"])
-        return bool(query.query == b"SELECT $1, $2" and query.params is not None and len(query.params) == 2)
+        escaped.convert("SELECT %s, '%%'", [1])  # psycopg's own tokenizer, parsed once
+        return (
+            query.query == b"SELECT $1, $2" and query.params is not None and len(query.params) == 2
+            and escaped.query == b"SELECT $1, '%'" and escaped.params is not None
+        )  # fmt: skip
     except Exception:
         return False
