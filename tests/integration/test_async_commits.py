@@ -26,9 +26,9 @@ pytestmark = [
 ]
 
 
-def claimed_run() -> str:
+def claimed_run(key: str = "k") -> str:
     store = DjangoStore()
-    store.get_or_create_run(NewRun(workflow="wf", key=["k"], version="v", initial_state={}, now=now()))
+    store.get_or_create_run(NewRun(workflow="wf", key=[key], version="v", initial_state={}, now=now()))
     [run] = store.claim(owner="a", workflows=["wf"], limit=1, lease_seconds=30, now=now())
     return run.id
 
@@ -151,6 +151,35 @@ def test_statements_are_prepared_only_when_asked(settings, prepared):
         store.close()
     assert count == (1 if prepared else 0)
     assert Entry.objects.filter(run_id=run_id).count() == 3
+
+
+def test_a_group_statement_is_prepared_when_its_text_comes_again(settings):
+    """Runs' commits queued together go as one statement; its text is prepared only the second
+    time it is sent, so texts sent once never take a prepared statement's place."""
+    settings.WORKFLOWS = {**settings.WORKFLOWS, "PREPARED_STATEMENTS": True}
+    runs = [claimed_run("k1"), claimed_run("k2")]
+    store = DjangoStore(db_threads=1, connector=PostgresLoop)
+
+    async def prepared_after_each_group() -> list[int]:
+        counts = []
+        for position in range(3):
+            await asyncio.gather(
+                *(store.acommit(run_id=r, owner="a", commit=a_step(position), now=now()) for r in runs)
+            )
+            cursor = await store.connector.group.connection.current.execute(
+                "SELECT count(*) FROM pg_prepared_statements"
+            )
+            counts.append((await cursor.fetchone())[0])
+        return counts
+
+    try:
+        counts = asyncio.run(prepared_after_each_group())
+        commits, statements = store.connector.group.commits, store.connector.group.statements
+    finally:
+        store.close()
+    assert (commits, statements) == (6, 3)  # each pair went as one statement
+    assert counts == [0, 1, 1]
+    assert Entry.objects.filter(run_id__in=runs).count() == 6
 
 
 def test_closing_the_store_closes_its_connection():

@@ -43,6 +43,7 @@ from .reconnect import RACE_RETRIES, lost_a_race, race_backoff
 logger = logging.getLogger(__name__)
 
 MAX_BATCH = 32  # commits per statement: bounds its size (about 30 parameters each)
+GROUP_TEXTS_KEPT = 4096  # group statement texts remembered (by hash) to prepare the ones that recur
 
 
 @dataclass
@@ -71,6 +72,7 @@ class AsyncCommits:
         self.commits = 0  # commits written through this path
         self.statements = 0  # ... in this many statements
         self.races_lost = 0  # statements PostgreSQL failed to break a deadlock, sent again
+        self._group_texts: set[int] = set()
 
     def accepts(self, commit: Commit) -> bool:
         return commit_statement.fits_one_statement(commit)
@@ -140,7 +142,7 @@ class AsyncCommits:
             self.statements += 1
             self.commits += len(batch)
             self.largest_batch = max(self.largest_batch, len(batch))
-            row = await self._execute(conn, text, params)
+            row = await self._execute(conn, text, params, self._worth_preparing(text, len(pending)))
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             self.connection.forget()
             return [StoreUnavailable(f"the database failed: {exc}".strip())] * len(batch)
@@ -151,13 +153,30 @@ class AsyncCommits:
             return [commit_statement.outcome(*pending[0][:3], row)]
         return list(commit_statement.group_outcomes(pending, order, row))
 
-    async def _execute(self, conn: Any, text: str, params: list[Any]) -> Any:
+    def _worth_preparing(self, text: str, commits: int) -> bool:
+        """A run's own commit statement recurs (one text per shape): prepared at once. A group's
+        text recurs only when the same shapes meet again (often under a steady load of one
+        workflow, seldom with a mix): prepared when it comes again, so texts sent once do not push
+        the recurring ones out of the 100 prepared statements psycopg keeps on a connection (a
+        DEALLOCATE for each pushed out, a PREPARE for each return)."""
+        if commits == 1:
+            return True
+        key = hash(text)
+        if key in self._group_texts:
+            return True
+        if len(self._group_texts) >= GROUP_TEXTS_KEPT:
+            self._group_texts.clear()
+        self._group_texts.add(key)
+        return False
+
+    async def _execute(self, conn: Any, text: str, params: list[Any], prepare: bool = True) -> Any:
         """The statement's row; sent again when PostgreSQL failed it to break a deadlock (it was
         rolled back whole: failing its commits would run their steps again)."""
         for attempt in range(RACE_RETRIES + 1):
             try:
                 async with conn.cursor() as cursor:
-                    await cursor.execute(text, params, prepare=True)  # unless the connection prepares nothing
+                    # `prepare` is moot on a connection that prepares nothing (PREPARED_STATEMENTS off)
+                    await cursor.execute(text, params, prepare=prepare)
                     return await cursor.fetchone()
             except Exception as exc:
                 if attempt == RACE_RETRIES or not lost_a_race(exc):

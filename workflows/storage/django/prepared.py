@@ -117,8 +117,8 @@ def query_class() -> type:
         the store's statements repeat, so each text is parsed once (a private psycopg API, pinned
         in requirements.txt; the prepared-statement tests exercise it). A text whose only `%` are
         `%s` placeholders (every statement the store builds) is numbered by a split instead of
-        psycopg's tokenizer: a group commit's text is new more often than not (its runs' shapes
-        vary), and then the tokenizer's pass over several kilobytes was the cost."""
+        psycopg's tokenizer: a group commit's text is often new (its runs' shapes vary), and
+        then the tokenizer's pass over several kilobytes was the cost."""
 
         def convert(self, query: Any, vars: Any) -> None:
             if vars is None or not isinstance(query, str | bytes):
