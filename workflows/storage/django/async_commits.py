@@ -169,7 +169,7 @@ class AsyncCommits:
         self._group_texts.add(key)
         return False
 
-    async def _execute(self, conn: Any, text: str, params: list[Any], prepare: bool = True) -> Any:
+    async def _execute(self, conn: Any, text: str, params: list[Any], prepare: bool) -> Any:
         """The statement's row; sent again when PostgreSQL failed it to break a deadlock (it was
         rolled back whole: failing its commits would run their steps again)."""
         for attempt in range(RACE_RETRIES + 1):
