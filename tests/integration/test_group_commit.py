@@ -318,3 +318,76 @@ def test_commits_of_different_shapes_in_one_statement_each_get_their_own_outcome
         assert result.entry_ids == [entry.id]
         assert entry.output == (f"full {n}" if n % 2 else "bare 0")
         assert Run.objects.get(id=run_id).state == ({"at": 0} if n % 2 else {})
+
+
+def a_plain_step(position: int, output: object, state: dict | None = None) -> Commit:
+    """A step that succeeded at its first attempt (no attempt row), perhaps with new state, and
+    nothing else: what a group sends as rows of its fixed part (`plain_steps`)."""
+    started, finished = now(), now()
+    entry = EntryWrite(
+        id=None, scope="", position=position, name=f"s{position}", kind="step", status="completed",
+        output=output, attempts=1, started_at=started, finished_at=finished,
+    )  # fmt: skip
+    attempt = AttemptWrite(number=1, started_at=started, finished_at=finished, outcome="ok")
+    return Commit(entries=[(entry, attempt)], state=state)
+
+
+def test_plain_steps_share_one_fixed_part_and_each_gets_its_own_outcome():
+    """Plain step commits go as rows of one part whose text does not change with their number;
+    each still gets its own entry, output and state, beside a commit of another shape."""
+    runs = claimed_runs(5)
+    outputs = [None, {"nested": ["é", 2**40, None]}, "text", [1.5, True]]
+    commits = [
+        (r, "a", a_plain_step(0, out, {"n": n} if n % 2 else None))
+        for n, (r, out) in enumerate(zip(runs[:4], outputs, strict=True))
+    ]
+    commits.append((runs[4], "a", a_step(0, output="full")))
+    pending = [(r, o, c, now()) for r, o, c in commits]
+    assert (
+        commit_statement.group_statement(pending[:2])[0] == commit_statement.group_statement(pending[:4])[0]
+    )
+    assert commit_statement.group_statement(pending[:4])[2] == ([0, 1, 2, 3], [])
+
+    async def go(store):
+        return await _commit_together(store, commits)
+
+    store, results = run_in_store(go)
+    assert store.connector.group.largest_batch == 5
+    for n, (run_id, result) in enumerate(zip(runs, results, strict=True)):
+        [entry] = Entry.objects.filter(run_id=run_id)
+        assert result.entry_ids == [entry.id] and not result.cancel_requested and not result.hold
+        assert entry.output == (outputs[n] if n < 4 else "full")
+        assert (entry.kind, entry.status, entry.attempts, entry.superseded) == ("step", "completed", 1, False)
+        write = commits[n][2].entries[0][0]
+        assert (entry.started_at, entry.finished_at) == (write.started_at, write.finished_at)
+        assert Run.objects.get(id=run_id).state == ({"n": n} if n % 2 else {} if n < 4 else {"at": 0})
+    assert [Entry.objects.get(run_id=r).attempt_set.count() for r in runs] == [0, 0, 0, 0, 1]
+
+
+def test_a_plain_step_of_a_lost_lease_or_a_held_run_gets_its_own_outcome():
+    runs = claimed_runs(3)
+    Run.objects.filter(id=runs[2]).update(cancel_requested=True, pause_requested=True)
+
+    async def go(store):
+        return await _commit_together(
+            store, [(runs[0], "a", a_plain_step(0, 1)), (runs[1], "b", a_plain_step(0, 2)),
+                    (runs[2], "a", a_plain_step(0, 3))],
+        )  # fmt: skip
+
+    _store, results = run_in_store(go)
+    assert isinstance(results[1], LeaseLost) and not Entry.objects.filter(run_id=runs[1]).exists()
+    assert (results[0].cancel_requested, results[0].hold) == (False, False)
+    assert (results[2].cancel_requested, results[2].hold) == (True, True)
+    assert [Entry.objects.get(run_id=r).output for r in (runs[0], runs[2])] == [1, 3]
+
+
+def test_a_plain_step_refused_by_the_server_fails_alone_and_the_others_land():
+    runs = claimed_runs(3)
+    DjangoStore().commit(run_id=runs[1], owner="a", commit=a_plain_step(0, "first"), now=now())
+
+    async def go(store):
+        return await _commit_together(store, [(r, "a", a_plain_step(0, "x")) for r in runs])
+
+    _store, results = run_in_store(go)
+    assert isinstance(results[1], IntegrityError)  # position 0 taken: its own error, to its own waiter
+    assert [Entry.objects.get(run_id=r).output for r in runs] == ["x", "first", "x"]

@@ -137,7 +137,7 @@ class AsyncCommits:
             if len(pending) == 1:
                 text, params = commit_statement.one_statement(*pending[0])
             else:
-                text, params, order = commit_statement.group_statement(pending)
+                text, params, layout = commit_statement.group_statement(pending)
             conn = await self.connection.get()
             self.statements += 1
             self.commits += len(batch)
@@ -151,14 +151,14 @@ class AsyncCommits:
             return [await self._write_alone(p) for p in pending]
         if len(pending) == 1:
             return [commit_statement.outcome(*pending[0][:3], row)]
-        return list(commit_statement.group_outcomes(pending, order, row))
+        return list(commit_statement.group_outcomes(pending, layout, row))
 
     def _worth_preparing(self, text: str, commits: int) -> bool:
-        """A run's own commit statement recurs (one text per shape): prepared at once. A group's
-        text recurs only when the same shapes meet again (often under a steady load of one
-        workflow, seldom with a mix): prepared when it comes again, so texts sent once do not push
-        the recurring ones out of the 100 prepared statements psycopg keeps on a connection (a
-        DEALLOCATE for each pushed out, a PREPARE for each return)."""
+        """A run's own commit statement recurs (one text per shape): prepared at once. A group of
+        plain step commits is one text whatever their number (`plain_steps`); a group with others
+        recurs only when the same shapes meet again: prepared when it comes again, so texts sent
+        once do not push the recurring ones out of the 100 prepared statements psycopg keeps on a
+        connection (a DEALLOCATE for each pushed out, a PREPARE for each return)."""
         if commits == 1:
             return True
         key = hash(text)

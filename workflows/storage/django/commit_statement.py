@@ -11,17 +11,13 @@ from typing import Any
 from ...core.exceptions import LeaseLost
 from ...core.records import (
     TERMINAL,
-    AttemptWrite,
     Commit,
     CommitResult,
-    EntryKind,
-    EntryStatus,
-    EntryWrite,
-    Outcome,
     RunStatus,
 )
-from . import statements, values
+from . import plain_steps, statements, values
 from .notify import NOTIFY_CHANNEL
+from .plain_steps import stored_attempt
 from .prepared import hot_cursor
 from .statements import postgres, shared
 
@@ -66,61 +62,57 @@ def commit_group(commits: list[Pending]) -> list[CommitResult | LeaseLost]:
     statement (`group_statement`): one round trip, one transaction, one WAL flush. A lost lease
     loses that commit only (its LeaseLost is returned, not raised). Any error (a constraint, a
     deadlock) rolls the whole statement back: nothing of it was written."""
-    text, params, order = group_statement(commits)
+    text, params, layout = group_statement(commits)
     with hot_cursor() as cursor:
         cursor.execute(text, params)
         row = cursor.fetchone()
-    return group_outcomes(commits, order, row)
+    return group_outcomes(commits, layout, row)
 
 
-def group_statement(commits: list[Pending]) -> tuple[str, list[Any], list[int]]:
-    """The commits as one statement, its parameters, and the order their parts go in. Each run's
-    CTEs hang off its own fenced run update. In order of shape, so that batches of the same shapes
-    are the same text (one prepared statement each) whatever order their commits came in: a busy
-    runner repeats a few shapes."""
-    order = sorted(range(len(commits)), key=lambda i: _shape(commits[i][2]))
+Layout = tuple[list[int], list[int]]  # the group's plain commits, then the rest in order of shape
+
+
+def group_statement(commits: list[Pending]) -> tuple[str, list[Any], Layout]:
+    """The commits as one statement, its parameters, and where each commit's part is. Plain
+    step commits, when two or more, go as rows of one fixed part (`plain_steps`); the rest bring
+    CTEs of their own, each hanging off its own fenced run update, in order of shape, so that
+    batches of the same shapes are the same text (one prepared statement each) whatever order
+    their commits came in."""
+    plain = [i for i, pending in enumerate(commits) if plain_steps.is_plain(pending[2])]
+    if len(plain) < 2:
+        plain = []
+    chosen = set(plain)
+    rest = sorted((i for i in range(len(commits)) if i not in chosen), key=lambda i: _shape(commits[i][2]))
     ctes: list[str] = []
     params: list[Any] = []
     selects: list[str] = []
-    for n, i in enumerate(order):
+    if plain:
+        ctes += plain_steps.CTES
+        params += [plain_steps.rows([commits[i] for i in plain]), *plain_steps.PARAMS]
+        selects.append(plain_steps.SELECT)
+    for n, i in enumerate(rest):
         run_id, owner, commit, now = commits[i]
         more_ctes, more_params, more_selects = _statement_parts(run_id, owner, commit, now, str(n))
         ctes += more_ctes
         params += more_params
         selects += more_selects
-    return postgres.ONE_STATEMENT.format(ctes=", ".join(ctes), selects=", ".join(selects)), params, order
+    text = postgres.ONE_STATEMENT.format(ctes=", ".join(ctes), selects=", ".join(selects))
+    return text, params, (plain, rest)
 
 
-def group_outcomes(commits: list[Pending], order: list[int], row: Any) -> list[CommitResult | LeaseLost]:
+def group_outcomes(commits: list[Pending], layout: Layout, row: Any) -> list[CommitResult | LeaseLost]:
     """Each commit's outcome, in the order the commits were given, from the group statement's row."""
+    plain, rest = layout
     outcomes: list[CommitResult | LeaseLost] = [LeaseLost("not written")] * len(commits)
-    for n, i in enumerate(order):
+    if plain:
+        written = plain_steps.outcomes([commits[i] for i in plain], row[0])
+        for i, result in zip(plain, written, strict=True):
+            outcomes[i] = result
+        row = row[1:]
+    for n, i in enumerate(rest):
         run_id, owner, commit, _now = commits[i]
         outcomes[i] = outcome(run_id, owner, commit, row[3 * n : 3 * n + 3])
     return outcomes
-
-
-def stored_attempt(write: EntryWrite, attempt: AttemptWrite | None) -> AttemptWrite | None:
-    """The attempt row a commit writes: none for a step that succeeded at its first attempt in a
-    new entry, which says all of it (number 1, ok, the entry's start and end: `Entry.attempt_history`
-    gives it back). Most steps are that: it saves a row, two index insertions and a foreign-key
-    check per step, about a third of a step's WAL (`bench/side_by_side.py` prints it by table)."""
-    if (
-        attempt is not None
-        and write.id is None
-        and write.kind == EntryKind.STEP
-        and write.status == EntryStatus.COMPLETED
-        and write.attempts == 1
-        and attempt.number == 1
-        and attempt.outcome == Outcome.OK
-        and attempt.error is None
-        and attempt.delay is None
-        and attempt.retry_at is None
-        and attempt.started_at == write.started_at
-        and attempt.finished_at == write.finished_at
-    ):
-        return None
-    return attempt
 
 
 def _shape(commit: Commit) -> tuple[Any, ...]:
