@@ -16,8 +16,9 @@ from django.db import IntegrityError, OperationalError, connection
 
 from tests.support import claimed_runs, lock_waiters, now, wait_for
 from workflows.core.exceptions import LeaseLost, StoreUnavailable
-from workflows.core.records import AttemptWrite, Commit, EntryWrite, Transition
-from workflows.models import Entry, Run
+from workflows.core.records import AttemptWrite, Commit, EntryWrite, EventOrigin, StreamChunk, Transition
+from workflows.models import Entry, Event, Run
+from workflows.models import StreamChunk as StreamChunkRow
 from workflows.storage.django import DjangoStore, async_commits, commit_statement, group_commit
 from workflows.storage.django.loop_connectors import PostgresLoop
 from workflows.storage.django.notify import _libpq_params
@@ -47,20 +48,23 @@ def path(request, settings):
     return request.param
 
 
-async def _commit_together(store: DjangoStore, commits: list[tuple[str, str, Commit]]) -> list:
+async def _commit_together(store: DjangoStore, commits: list[tuple[str, str, Commit]], at=None) -> list:
     """Make the commits ready at the same time. Async path: in one turn of the loop. Threads: hold
     every database thread, queue the commits, then let the threads go (the first one free takes
     every commit queued by then)."""
     if isinstance(store.connector, PostgresLoop):
         return await asyncio.gather(
-            *[store.acommit(run_id=run_id, owner=owner, commit=c, now=now()) for run_id, owner, c in commits],
+            *[
+                store.acommit(run_id=run_id, owner=owner, commit=c, now=at or now())
+                for run_id, owner, c in commits
+            ],
             return_exceptions=True,
         )
     release = threading.Event()
     holding = [asyncio.ensure_future(store.run_sync(release.wait, 10)) for _ in range(THREADS)]
     await asyncio.sleep(0.05)
     tasks = [
-        asyncio.ensure_future(store.acommit(run_id=run_id, owner=owner, commit=commit, now=now()))
+        asyncio.ensure_future(store.acommit(run_id=run_id, owner=owner, commit=commit, now=at or now()))
         for run_id, owner, commit in commits
     ]
     await asyncio.sleep(0.05)
@@ -322,7 +326,7 @@ def test_commits_of_different_shapes_in_one_statement_each_get_their_own_outcome
 
 def a_plain_step(position: int, output: object, state: dict | None = None) -> Commit:
     """A step that succeeded at its first attempt (no attempt row), perhaps with new state, and
-    nothing else: what a group sends as rows of its fixed part (`plain_steps`)."""
+    nothing else: what a group sends as rows of its fixed part (`plain_commits`)."""
     started, finished = now(), now()
     entry = EntryWrite(
         id=None, scope="", position=position, name=f"s{position}", kind="step", status="completed",
@@ -332,7 +336,7 @@ def a_plain_step(position: int, output: object, state: dict | None = None) -> Co
     return Commit(entries=[(entry, attempt)], state=state)
 
 
-def test_plain_steps_share_one_fixed_part_and_each_gets_its_own_outcome():
+def test_plain_commits_share_one_fixed_part_and_each_gets_its_own_outcome():
     """Plain step commits go as rows of one part whose text does not change with their number;
     each still gets its own entry, output and state, beside a commit of another shape."""
     runs = claimed_runs(5)
@@ -391,3 +395,42 @@ def test_a_plain_step_refused_by_the_server_fails_alone_and_the_others_land():
     _store, results = run_in_store(go)
     assert isinstance(results[1], IntegrityError)  # position 0 taken: its own error, to its own waiter
     assert [Entry.objects.get(run_id=r).output for r in runs] == ["x", "first", "x"]
+
+
+def test_plain_commits_with_events_and_stream_chunks_store_them_in_order_per_run():
+    """A step's success with events, a commit of stream chunks alone, and a lost lease's commit
+    of both, in one group: each run gets its own events and chunks in the order given, with its
+    commit's time; the lost one writes nothing."""
+    runs = claimed_runs(3)
+    at = now()
+    step = a_plain_step(0, "out", {"s": 1})
+    step.live_events = [(f"e{i}", {"i": i}, EventOrigin(scope="", step="s0", attempt=1)) for i in range(3)]
+    step.events = [("body", None)]
+    chunks = Commit(
+        stream_chunks=[StreamChunk(stream="s0", data={"t": i}, origin=EventOrigin(scope="", step="s0", attempt=1), seq=i, size=8)
+                       for i in range(4)]
+    )  # fmt: skip
+    lost = Commit(events=[("lost", 1)], stream_chunks=chunks.stream_chunks[:1])
+
+    async def go(store):
+        return await _commit_together(
+            store, [(runs[0], "a", step), (runs[1], "a", chunks), (runs[2], "b", lost)], at
+        )
+
+    store, results = run_in_store(go)
+    assert store.connector.group.largest_batch == 3
+    assert results[1].entry_ids == [] and isinstance(results[2], LeaseLost)
+    assert results[0].entry_ids == [Entry.objects.get(run_id=runs[0]).id]
+    events = list(Event.objects.filter(run_id=runs[0]).order_by("id"))
+    assert [(e.name, e.payload, e.step, e.attempt) for e in events] == [
+        ("body", None, "", None),
+        *[(f"e{i}", {"i": i}, "s0", 1) for i in range(3)],
+    ]
+    assert {e.created_at for e in events} == {at}
+    stored = list(StreamChunkRow.objects.filter(run_id=runs[1]).order_by("id"))
+    assert [(c.seq, c.data, c.stream, c.created_at) for c in stored] == [
+        (i, {"t": i}, "s0", at) for i in range(4)
+    ]
+    assert not Event.objects.filter(run_id=runs[2]).exists()
+    assert not StreamChunkRow.objects.filter(run_id=runs[2]).exists()
+    assert Run.objects.get(id=runs[0]).state == {"s": 1}

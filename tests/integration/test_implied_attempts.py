@@ -13,7 +13,7 @@ from workflows import setup, workflow
 from workflows.core.records import AttemptWrite, EntryWrite
 from workflows.models import Attempt, Entry, implied_attempts
 from workflows.reads import runs as api_selectors
-from workflows.storage.django.plain_steps import stored_attempt
+from workflows.storage.django.plain_commits import stored_attempt
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
 T1 = T0 + dt.timedelta(seconds=2)

@@ -182,7 +182,7 @@ class Entry(models.Model):
     def attempt_history(self) -> list[Attempt]:
         """Its attempts, oldest first (a prefetched `attempt_set` is used as it is). A step that
         succeeded at its first attempt in a new entry stores no attempt row (the store's
-        `plain_steps.stored_attempt`): the entry says all of it, and it is given back here, unsaved."""
+        `plain_commits.stored_attempt`): the entry says all of it, and it is given back here, unsaved."""
         attempts = list(self.attempt_set.all())
         if attempts or not self.implies_its_attempt():
             return attempts

@@ -15,9 +15,9 @@ from ...core.records import (
     CommitResult,
     RunStatus,
 )
-from . import plain_steps, statements, values
+from . import plain_commits, statements, values
 from .notify import NOTIFY_CHANNEL
-from .plain_steps import stored_attempt
+from .plain_commits import stored_attempt
 from .prepared import hot_cursor
 from .statements import postgres, shared
 
@@ -74,11 +74,12 @@ Layout = tuple[list[int], list[int]]  # the group's plain commits, then the rest
 
 def group_statement(commits: list[Pending]) -> tuple[str, list[Any], Layout]:
     """The commits as one statement, its parameters, and where each commit's part is. Plain
-    step commits, when two or more, go as rows of one fixed part (`plain_steps`); the rest bring
+    commits (a step's success, its stream chunks), two or more, go as rows of one fixed part
+    (`plain_commits`); the rest bring
     CTEs of their own, each hanging off its own fenced run update, in order of shape, so that
     batches of the same shapes are the same text (one prepared statement each) whatever order
     their commits came in."""
-    plain = [i for i, pending in enumerate(commits) if plain_steps.is_plain(pending[2])]
+    plain = [i for i, pending in enumerate(commits) if plain_commits.is_plain(pending[2])]
     if len(plain) < 2:
         plain = []
     chosen = set(plain)
@@ -87,9 +88,10 @@ def group_statement(commits: list[Pending]) -> tuple[str, list[Any], Layout]:
     params: list[Any] = []
     selects: list[str] = []
     if plain:
-        ctes += plain_steps.CTES
-        params += [plain_steps.rows([commits[i] for i in plain]), *plain_steps.PARAMS]
-        selects.append(plain_steps.SELECT)
+        more_ctes, more_params, select = plain_commits.part([commits[i] for i in plain])
+        ctes += more_ctes
+        params += more_params
+        selects.append(select)
     for n, i in enumerate(rest):
         run_id, owner, commit, now = commits[i]
         more_ctes, more_params, more_selects = _statement_parts(run_id, owner, commit, now, str(n))
@@ -105,7 +107,7 @@ def group_outcomes(commits: list[Pending], layout: Layout, row: Any) -> list[Com
     plain, rest = layout
     outcomes: list[CommitResult | LeaseLost] = [LeaseLost("not written")] * len(commits)
     if plain:
-        written = plain_steps.outcomes([commits[i] for i in plain], row[0])
+        written = plain_commits.outcomes([commits[i] for i in plain], row[0])
         for i, result in zip(plain, written, strict=True):
             outcomes[i] = result
         row = row[1:]

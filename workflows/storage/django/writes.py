@@ -31,7 +31,7 @@ from . import statements, values
 from .commit_statement import commit_one_statement, fits_one_statement
 from .messages import insert_message
 from .notify import notify
-from .plain_steps import stored_attempt
+from .plain_commits import stored_attempt
 from .prepared import hot_cursor
 from .starts import start_child
 from .statements import shared

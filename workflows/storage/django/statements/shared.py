@@ -291,7 +291,7 @@ MARK_LOST_EVENTS = (
     " AND e.scope = workflows_event.scope AND e.name = workflows_event.step"
     " AND (EXISTS (SELECT 1 FROM workflows_attempt a WHERE a.entry_id = e.id AND a.number = workflows_event.attempt)"
     # ... or its first attempt is implied: it completed at it, storing no attempt row
-    # (`plain_steps.stored_attempt`)
+    # (`plain_commits.stored_attempt`)
     " OR (e.status = %s AND e.attempts = 1 AND workflows_event.attempt = 1)))"
     " AND (scope = '' OR EXISTS (SELECT 1 FROM workflows_entry s"
     " WHERE s.run_id = workflows_event.run_id AND s.scope = workflows_event.scope))"
