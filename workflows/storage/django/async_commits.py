@@ -155,10 +155,10 @@ class AsyncCommits:
 
     def _worth_preparing(self, text: str, commits: int) -> bool:
         """A run's own commit statement recurs (one text per shape): prepared at once. A group of
-        plain commits is one of a few texts whatever their number (`plain_commits`); a group with others
-        recurs only when the same shapes meet again: prepared when it comes again, so texts sent
-        once do not push the recurring ones out of the 100 prepared statements psycopg keeps on a
-        connection (a DEALLOCATE for each pushed out, a PREPARE for each return)."""
+        plain commits is one of a few texts whatever their number (`plain_commits`); a group with
+        others recurs only when the same shapes meet again: prepared when it comes again, so texts
+        sent once do not push the recurring ones out of the 100 prepared statements psycopg keeps
+        on a connection (a DEALLOCATE for each pushed out, a PREPARE for each return)."""
         if commits == 1:
             return True
         key = hash(text)

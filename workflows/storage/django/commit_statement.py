@@ -75,10 +75,9 @@ Layout = tuple[list[int], list[int]]  # the group's plain commits, then the rest
 def group_statement(commits: list[Pending]) -> tuple[str, list[Any], Layout]:
     """The commits as one statement, its parameters, and where each commit's part is. Plain
     commits (a step's success, its stream chunks), two or more, go as rows of one fixed part
-    (`plain_commits`); the rest bring
-    CTEs of their own, each hanging off its own fenced run update, in order of shape, so that
-    batches of the same shapes are the same text (one prepared statement each) whatever order
-    their commits came in."""
+    (`plain_commits`); the rest bring CTEs of their own, each hanging off its own fenced run
+    update, in order of shape, so that batches of the same shapes are the same text (one prepared
+    statement each) whatever order their commits came in."""
     plain = [i for i, pending in enumerate(commits) if plain_commits.is_plain(pending[2])]
     if len(plain) < 2:
         plain = []
