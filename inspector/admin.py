@@ -286,9 +286,12 @@ class RunAdmin(ReadsListsFromReplica, admin.ModelAdmin):
         }
 
     def inspect_view(self, request, run_id):
-        return TemplateResponse(
-            request, "admin/workflows/run/inspect.html", self._page_context(request, run_id)
-        )
+        # Read before the page: a change made while the page is read makes the tag stale, and the
+        # page's socket then has it fetch its body again (never the other way round).
+        found = parse_run_id(run_id)
+        seen = live.fingerprint_tag(live.run_fingerprint(found)) if found is not None else ""
+        context = {**self._page_context(request, run_id), "seen": seen}
+        return TemplateResponse(request, "admin/workflows/run/inspect.html", context)
 
     def streams_view(self, request, run_id):
         """Every stream of the run as Server-Sent Events (`workflows.http.sse`), for the run page."""

@@ -163,6 +163,9 @@ class RunEventsConsumer(_Polling):
             await self.refuse(CLOSE_BAD_REQUEST)
             return
         self.fingerprint: dict | None = None
+        # The run as the client last showed it (`live.fingerprint_tag`): no change is reported
+        # until the run differs from it.
+        self.seen = query.get("seen") or ""
         run_id = live.parse_run_id(self.scope["url_route"]["kwargs"]["run_id"])
         # Allowed first, then whether the run exists: a refused client learns nothing of runs.
         if not await may_follow_run(self.scope, run_id, query.get("token")):
@@ -205,7 +208,10 @@ class RunEventsConsumer(_Polling):
             fingerprint = await run_fingerprint(self.run_id)
             if fingerprint is not None and fingerprint != self.fingerprint:
                 self.fingerprint = fingerprint
-                await self.send_json({"run": {"id": self.run_id, **fingerprint}})
+                if self.seen and live.fingerprint_tag(fingerprint) == self.seen:
+                    self.seen = ""  # what the client shows already: nothing to report
+                else:
+                    await self.send_json({"run": {"id": self.run_id, **fingerprint}})
 
     async def receive_json(self, content, **kwargs) -> None:
         pass  # the stream is one-way; clients resume with ?after=<last id>

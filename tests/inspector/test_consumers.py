@@ -23,6 +23,7 @@ from tests.inspector import flows
 from workflows.core.records import Commit, Transition
 from workflows.masking import MASK
 from workflows.models import Event, Run
+from workflows.reads import live as live_reads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -171,6 +172,27 @@ async def test_events__changes_stream_reports_status(no_poll):
     await live.on_commit(run_id, Commit(transition=Transition(status="waiting")))
     assert (await ws.receive_json_from(timeout=TIMEOUT))["run"]["status"] == "waiting"
     await ws.disconnect()
+
+
+async def test_events__a_page_that_shows_the_run_as_it_is_gets_no_opening_frame(no_poll):
+    """The inspector's page passes the run as it rendered it (`seen=`): the stream reports a change
+    only when the run differs from that, so a page does not fetch its body again on opening."""
+    run_id = await new_run("e6")
+    seen = live_reads.fingerprint_tag(await database_sync_to_async(live_reads.run_fingerprint)(run_id))
+    ws = follow(run_id, f"?changes=1&seen={seen}")
+    assert (await ws.connect())[0]
+    assert await ws.receive_nothing(0.3)
+    await database_sync_to_async(Run.objects.filter(id=run_id).update)(
+        status="waiting", updated_at=dt.datetime.now(dt.UTC)
+    )
+    await live.on_commit(run_id, Commit(transition=Transition(status="waiting")))
+    assert (await ws.receive_json_from(timeout=TIMEOUT))["run"]["status"] == "waiting"
+    await ws.disconnect()
+
+    stale = follow(run_id, f"?changes=1&seen={seen}")  # rendered before the change: told at once
+    assert (await stale.connect())[0]
+    assert (await stale.receive_json_from(timeout=TIMEOUT))["run"]["status"] == "waiting"
+    await stale.disconnect()
 
 
 # --- the list channel ---------------------------------------------------------------------------

@@ -7,6 +7,8 @@ recorded leaves here masked.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import uuid
 from typing import Any
 
@@ -166,3 +168,12 @@ def run_fingerprint(run_id: str) -> dict[str, Any] | None:
         "last_message": row["last_message"],
         "last_audit": row["last_audit"],
     }
+
+
+def fingerprint_tag(fingerprint: dict[str, Any] | None) -> str:
+    """A short tag of a run's fingerprint: a page rendered with it passes it to the run's socket
+    (`seen=`), which then reports a change only when the run's fingerprint differs from it (else
+    every page would fetch its body again as soon as its socket opened)."""
+    if fingerprint is None:
+        return ""
+    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:16]

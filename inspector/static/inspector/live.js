@@ -58,7 +58,9 @@
 
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const socket = new WebSocket(scheme + "://" + location.host + "/ws/runs/" + runId + "/?changes=1&after=" + after);
+    // seen: the run as this page was rendered; the socket reports a change only if it differs.
+    const seen = root.dataset.seen ? "&seen=" + encodeURIComponent(root.dataset.seen) : "";
+    const socket = new WebSocket(scheme + "://" + location.host + "/ws/runs/" + runId + "/?changes=1&after=" + after + seen);
     socket.onopen = function () { connected = true; retryDelay = 500; indicate(); };
     socket.onmessage = function (message) {
       const data = JSON.parse(message.data);
