@@ -17,7 +17,7 @@ from ...core.records import (
 )
 from . import plain_commits, statements, values
 from .notify import NOTIFY_CHANNEL
-from .plain_commits import stored_attempt
+from .plain_commits import Pending, flagged, stored_attempt
 from .prepared import hot_cursor
 from .statements import postgres, shared
 
@@ -46,9 +46,6 @@ def commit_one_statement(run_id: str, owner: str, commit: Commit, now: dt.dateti
     if isinstance(result, LeaseLost):
         raise result
     return result
-
-
-Pending = tuple[str, str, Commit, dt.datetime]  # run id, owner, commit, now
 
 
 def one_statement(run_id: str, owner: str, commit: Commit, now: dt.datetime) -> tuple[str, list[Any]]:
@@ -139,9 +136,7 @@ def outcome(run_id: str, owner: str, commit: Commit, row: Any) -> CommitResult |
     flags, entry_id, _notified = row  # postgres.CANCEL_REQUESTED_OF
     if flags is None:
         return LeaseLost(f"run {run_id} is no longer held by {owner}, or its entry was replayed")
-    return CommitResult(
-        entry_ids=[entry_id] if commit.entries else [], cancel_requested=bool(flags & 1), hold=bool(flags & 2)
-    )
+    return flagged(entry_id if commit.entries else None, flags)
 
 
 def _statement_parts(

@@ -36,11 +36,11 @@ from ...core.records import (
     RunStatus,
 )
 from . import values
-from .statements import shared
+from .statements import postgres, shared
 from .statements.pausing import HOLD
 from .statements.shared import CHUNK_COLUMNS, EVENT_COLUMNS
 
-Pending = tuple[str, str, Commit, dt.datetime]  # run id, owner, commit, now (commit_statement's)
+Pending = tuple[str, str, Commit, dt.datetime]  # run id, owner, commit, now: a commit on its way
 
 _RUNS = (
     "pr AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS x(n integer, run uuid, owner text, now timestamptz,"
@@ -50,7 +50,7 @@ _RUNS = (
     " pu AS (UPDATE workflows_run SET updated_at = pr.now, state = COALESCE(pr.state, workflows_run.state)"
     " FROM pr WHERE workflows_run.id = pr.run AND workflows_run.lease_owner = pr.owner"
     " AND workflows_run.status = %s RETURNING pr.n, pr.now, workflows_run.id,"
-    f" CASE WHEN cancel_requested THEN 1 ELSE 0 END + CASE WHEN {HOLD} THEN 2 ELSE 0 END AS flags)"
+    f" {postgres.FLAGS.format(hold=HOLD)} AS flags)"
 )
 # The entries (rows with a name): a plain step's kind, status and attempts are the same for all.
 _ENTRIES = (
@@ -171,6 +171,14 @@ def outcomes(commits: list[Pending], written: list[list[Any]]) -> list[CommitRes
         LeaseLost(f"run {run_id} is no longer held by {owner}") for run_id, owner, _c, _now in commits
     ]
     for n, flags, entry_id in written:
-        entry_ids = [entry_id] if commits[n][2].entries else []
-        results[n] = CommitResult(entry_ids=entry_ids, cancel_requested=bool(flags & 1), hold=bool(flags & 2))
+        results[n] = flagged(entry_id if commits[n][2].entries else None, flags)
     return results
+
+
+def flagged(entry_id: int | None, flags: int) -> CommitResult:
+    """A written commit's result from its entry id (None: it wrote none) and `postgres.FLAGS`."""
+    return CommitResult(
+        entry_ids=[] if entry_id is None else [entry_id],
+        cancel_requested=bool(flags & 1),
+        hold=bool(flags & 2),
+    )

@@ -140,9 +140,8 @@ ID_OF = "(SELECT id FROM {cte})"
 COUNT_OF = "(SELECT COUNT(*) FROM {cte})"
 # A commit's flags, NULL when its fence matched nothing: 1 a cancel was requested, 2 hold (an
 # operator paused the run or its workflow: `shared.HOLD`).
-CANCEL_REQUESTED_OF = (
-    "(SELECT CASE WHEN cancel_requested THEN 1 ELSE 0 END + CASE WHEN hold THEN 2 ELSE 0 END FROM {cte})"
-)
+FLAGS = "CASE WHEN cancel_requested THEN 1 ELSE 0 END + CASE WHEN {hold} THEN 2 ELSE 0 END"
+CANCEL_REQUESTED_OF = "(SELECT " + FLAGS.format(hold="hold") + " FROM {cte})"
 IF_WRITTEN = " AND EXISTS (SELECT 1 FROM {cte})"
 # The fence's addition for a wait's entry: every message it took is still there to take.
 ALL_CONSUMABLE = " AND (" + COUNT_CONSUMABLE + ") = %s"
