@@ -190,27 +190,26 @@ def test_a_connection_failure_under_a_group_fails_every_waiter_and_sends_nothing
     def connection_lost(commits):
         raise OperationalError("server closed the connection unexpectedly")
 
-    class LostCursor:
-        def __init__(self, *args, **kwargs):
-            pass
+    def cut_when_opened(store):
+        """The async path's connection, cut by the server right after it opened (a restart, a
+        network cut): the group's statement goes out on a connection that is gone."""
+        group = store.connector.group
+        connect = group.connection._connect
 
-        async def __aenter__(self):
-            return self
+        async def connect_then_cut():
+            conn = await connect()
+            with psycopg.connect(**_libpq_params(), autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
+            return conn
 
-        async def __aexit__(self, *exc):
-            return False
-
-        async def execute(self, *args, **kwargs):
-            import psycopg
-
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        group.connection._connect = connect_then_cut
 
     if path == "threads":
         monkeypatch.setattr(commit_statement, "commit_group", connection_lost)
-    else:
-        monkeypatch.setattr("psycopg.AsyncConnection.cursor", LostCursor)
 
     async def go(store):
+        if path == "async":
+            cut_when_opened(store)
         return await _commit_together(store, [(r, "a", a_step(0)) for r in runs])
 
     store, results = run_in_store(go)

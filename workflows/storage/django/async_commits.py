@@ -3,8 +3,9 @@
 Every step ends in one commit statement (`commit_statement.one_statement`). Through a database thread it
 costs a hop to the thread and back and Django's cursor layers on top of the round trip; sent from
 the event loop on a psycopg `AsyncConnection` of the store's own, it costs the round trip alone
-(`bench/hot_path.py` measures both). The rest of the store (claims, reads, the commits that need
-several statements) stays on the database threads.
+(`bench/hot_path.py` measures both), sent and awaited on libpq by hand (`lean_statement`: psycopg's
+async cursor added a sixth to a commit). The rest of the store (claims, reads, the commits that
+need several statements) stays on the database threads.
 
 Group commit comes with it. One statement is in flight at a time; the commits made ready
 meanwhile queue, and the next statement takes them all (up to MAX_BATCH; `commit_statement.group_statement`,
@@ -37,6 +38,7 @@ from ...core.exceptions import StoreUnavailable
 from ...core.records import Commit, CommitResult
 from . import commit_statement
 from .group_commit import settle
+from .lean_statement import LeanStatements
 from .loop_connection import LoopConnection
 from .reconnect import RACE_RETRIES, lost_a_race, race_backoff
 
@@ -73,6 +75,7 @@ class AsyncCommits:
         self.statements = 0  # ... in this many statements
         self.races_lost = 0  # statements PostgreSQL failed to break a deadlock, sent again
         self._group_texts: set[int] = set()
+        self._lean: LeanStatements | None = None  # the current connection's, sent by hand
 
     def accepts(self, commit: Commit) -> bool:
         return commit_statement.fits_one_statement(commit)
@@ -172,12 +175,12 @@ class AsyncCommits:
     async def _execute(self, conn: Any, text: str, params: list[Any], prepare: bool) -> Any:
         """The statement's row; sent again when PostgreSQL failed it to break a deadlock (it was
         rolled back whole: failing its commits would run their steps again)."""
+        if self._lean is None or self._lean.conn is not conn:
+            self._lean = LeanStatements(conn)
         for attempt in range(RACE_RETRIES + 1):
             try:
-                async with conn.cursor() as cursor:
-                    # `prepare` is moot on a connection that prepares nothing (PREPARED_STATEMENTS off)
-                    await cursor.execute(text, params, prepare=prepare)
-                    return await cursor.fetchone()
+                # `prepare` is moot on a connection that prepares nothing (PREPARED_STATEMENTS off)
+                return await self._lean.fetchone(text, params, prepare=prepare)
             except Exception as exc:
                 if attempt == RACE_RETRIES or not lost_a_race(exc):
                     raise

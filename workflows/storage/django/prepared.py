@@ -124,7 +124,7 @@ def query_class() -> type:
             if vars is None or not isinstance(query, str | bytes):
                 return super().convert(query, vars)
             text = self._ensure_bytes(query)
-            numbered = _numbered(text)
+            numbered = _numbered(text) if len(text) > _NUMBERED_CACHE_ABOVE else _numbered_once(text)
             if numbered is None:
                 self.query, self._want_formats, self._order, self._parts = parsed(text, self._tx.encoding)
             else:
@@ -134,6 +134,15 @@ def query_class() -> type:
             return None
 
     return ParsedOnce if _converts(ParsedOnce) else _queries.PostgresQuery
+
+
+_NUMBERED_CACHE_ABOVE = 4096  # longer texts (a group's) rarely recur: numbered each time
+
+
+@lru_cache(maxsize=256)
+def _numbered_once(text: bytes) -> tuple[bytes, list[Any]] | None:
+    """`_numbered`, kept for the texts that recur (a run's own commit, a plain group's)."""
+    return _numbered(text)
 
 
 def _numbered(text: bytes) -> tuple[bytes, list[Any]] | None:
