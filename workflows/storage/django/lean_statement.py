@@ -69,7 +69,10 @@ class LeanStatements:
         pg = self.conn.pgconn
         if len(self._names) >= PREPARED_MAX:
             _old, stale = self._names.popitem(last=False)
-            pg.send_query(b"DEALLOCATE " + stale)
+            if _closes_by_protocol():  # as psycopg: PgBouncer 1.21+ follows a Close, not a DEALLOCATE
+                pg.send_close_prepared(stale)
+            else:
+                pg.send_query(b"DEALLOCATE " + stale)
             await self._result()
         self._made += 1
         name = b"_wfc%d" % self._made
@@ -118,6 +121,12 @@ async def _ready(fileno: int, *, write: bool) -> None:
         await ready
     finally:
         (loop.remove_writer if write else loop.remove_reader)(fileno)
+
+
+def _closes_by_protocol() -> bool:
+    from psycopg import capabilities
+
+    return capabilities.has_send_close_prepared()
 
 
 def _active() -> Any:
