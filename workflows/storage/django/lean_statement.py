@@ -39,8 +39,9 @@ class LeanStatements:
 
     async def fetchone(self, text: str, params: Sequence[Any], *, prepare: bool) -> tuple[Any, ...] | None:
         """The statement's first row (None when it returns none). A statement the server refused
-        raises psycopg's error for it, and the connection stays usable. An interrupted wait (a
-        cancel, a broken connection) leaves the connection closed: its state is unknown."""
+        raises psycopg's error for it, and the connection stays usable. A wait cancelled after the
+        statement went out closes the connection: whether it ran is unknown, and the connection
+        cannot take another statement before its reply."""
         query = query_class()(self._tx)
         query.convert(text, params)
         pg = self.conn.pgconn

@@ -124,7 +124,7 @@ def query_class() -> type:
             if vars is None or not isinstance(query, str | bytes):
                 return super().convert(query, vars)
             text = self._ensure_bytes(query)
-            numbered = _numbered(text) if len(text) > _NUMBERED_CACHE_ABOVE else _numbered_once(text)
+            numbered = _numbered_once(text) if len(text) <= _NUMBERED_KEPT_UP_TO else _numbered(text)
             if numbered is None:
                 self.query, self._want_formats, self._order, self._parts = parsed(text, self._tx.encoding)
             else:
@@ -136,7 +136,7 @@ def query_class() -> type:
     return ParsedOnce if _converts(ParsedOnce) else _queries.PostgresQuery
 
 
-_NUMBERED_CACHE_ABOVE = 4096  # longer texts (a group's) rarely recur: numbered each time
+_NUMBERED_KEPT_UP_TO = 4096  # bytes: a longer text (a mixed group's) rarely recurs, numbered each time
 
 
 @lru_cache(maxsize=256)
