@@ -54,7 +54,7 @@ def report(
     lines = [
         f"POST /jobs, open loop, 1 {args.server} process + {runner} on {meta['db']}, {meta['cpus']} CPUs "
         f"shared with the load generator, demo services and the database; {meta['date']}, "
-        f"load average before: {meta['loadavg']}",
+        f"load average before: {meta['loadavg']}; {meta['speed']}",
         f"{'rate':>6} {'sent':>6} {'ok/s':>7} {'p50':>8} {'p90':>8} {'p99':>8} {'max':>8} {'lag99':>7} "
         f"{'err%':>6}  {'503':>5} {'5xx':>4} {'html':>4} {'tmo':>4} {'conn':>4} {'4xx':>4} "
         f"{'runs/s':>7} {'web%':>5} {'run%':>5} {'cpu/ok':>6}",

@@ -53,6 +53,7 @@ os.environ.setdefault("BENCH_PG_DATABASE", "bench_hot_path")
 
 from bench._common import bench_env, progress, setup_django
 from bench._db import create_database, drop_database
+from bench._speed import described
 
 FULL = {
     "calls": 500,
@@ -375,7 +376,7 @@ def claims(calls: int, backlogs: tuple[int, ...], limits: tuple[int, ...]) -> di
 def report(results: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         f"Hot path on and off (issue 10), PostgreSQL; date {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; "
-        f"load average at start {results['load_start']}, at end {results['load_end']}",
+        f"load average at start {results['load_start']}, at end {results['load_end']}; {results['speed']}",
         "",
         "| prepared statements, median ms per call | on | off | on / off |",
         "|---|---|---|---|",
@@ -432,6 +433,7 @@ def main() -> None:
         os.environ.update(bench_env("postgres"))
         setup_django()
         results: dict[str, Any] = {"load_start": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+        results["speed"] = described()
         progress("prepared statements on and off")
         results["prepared"] = prepared(sizes["calls"])
         progress("a lone commit on the async connection, through the group queue, directly")

@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._speed import described  # noqa: E402
+
 VAR = Path(os.environ.get("BENCH_VAR") or ROOT / "var" / "bench")  # the SQLite file, the demo's log
 MODES = ("per-step", "shared")
 # Where the loop thread's time goes, by the file of the function that spends it (first match wins).
@@ -173,7 +175,8 @@ def report(vendor: str, figures: dict[str, dict], args: argparse.Namespace) -> N
     load = os.getloadavg()
     print(
         f"Runner CPU per example job on {vendor}, {args.jobs} jobs a mode, --concurrency {args.concurrency}, "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load[0]:.2f} {load[1]:.2f}"
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load[0]:.2f} {load[1]:.2f}; "
+        f"{described()}"
     )
     print(f"{'':10}{'all':>8}" + "".join(f"{c:>13}" for c in COLUMNS) + f"{'db threads':>12}   (ms per job)")
     for mode, f in figures.items():

@@ -49,6 +49,7 @@ os.environ.setdefault("BENCH_VAR", str(_ROOT / "var" / "bench" / "side_by_side_s
 
 from bench._common import BENCH_VAR, ROOT, SQLITE_PATH, bench_env, progress, stats_ms  # noqa: E402
 from bench._db import create_database, drop_database  # noqa: E402
+from bench._speed import described  # noqa: E402
 
 PROJECT_REGISTRIES = "bench.flows.registry,bench._sbs_flows.registry"
 FLOOR_INSERTS = 500
@@ -202,6 +203,7 @@ def main() -> None:
         f"Side by side on SQLite: this engine and DBOS Transact, in-process figures (issue 10)\n"
         f"date {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; load average at start {load_start}, at end "
         f"{load_end}; SQLite {sqlite3.sqlite_version}; {args.runs} runs of each per system and round\n"
+        f"{described()}\n"
         f"{settings}\n"
     )
     heads = [{label: headline(f) for label, f in figures.items()} for figures in rounds]

@@ -44,6 +44,7 @@ if __package__ in (None, ""):  # run as a script: make `bench` and `jobs` import
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import BENCH_VAR, progress
+from bench._speed import described
 from bench._web_load import RateFigures, send_load, summarize
 from bench._web_report import cpu_summary, report, sustainable
 from bench._web_servers import SERVERS, cpu_seconds
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "loadavg": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
+        "speed": described(),
         "machine": platform.platform(),
         "pool_env": args.pool,
     }

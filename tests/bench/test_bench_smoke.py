@@ -61,6 +61,7 @@ def test_web_load_bench__small_sqlite_run_prints_its_table(tmp_path):
     )
     assert "sustainable rate" in done.stdout and "target:" in done.stdout, done.stdout
     assert "bare Django JSON view" in done.stdout and "drain by one runner" in done.stdout, done.stdout
+    assert "reference workload" in done.stdout, done.stdout
     figures = json.loads((tmp_path / "web.json").read_text())
     [rate] = figures["rates"]
     assert rate["sent"] == 10 and rate["ok"] + sum(rate["errors"].values()) == 10
@@ -111,6 +112,7 @@ def test_hot_path_bench__quick_run_prints_each_change_on_and_off(tmp_path, monke
         if line.startswith(("| commit waits", "| synchronous_commit"))
     ]
     assert len(driver) == 2 and "bare libpq from the loop" in done.stdout, done.stdout
+    assert "reference workload" in done.stdout, done.stdout
 
 
 @pytest.mark.timeout(600)
@@ -144,6 +146,7 @@ def test_side_by_side_sqlite_bench__one_small_round_prints_its_table(tmp_path):
     )
     assert "project: journal_mode=wal, synchronous=NORMAL" in done.stdout, done.stdout
     assert "project, FULL: journal_mode=wal, synchronous=FULL" in done.stdout, done.stdout
+    assert "reference workload" in done.stdout, done.stdout
 
 
 @pytest.mark.timeout(300)
@@ -189,6 +192,7 @@ def test_job_cpu_bench__a_few_jobs_print_both_modes_split(tmp_path):
     assert [row[0] for row in rows] == ["per-step", "shared"], done.stdout
     assert all(len(row) == 9 and float(row[1]) > 0 for row in rows), done.stdout
     assert done.stdout.count("the costliest functions of the loop thread") == 2
+    assert "reference workload" in done.stdout, done.stdout
 
 
 def test_streams_bench__a_small_sqlite_run_prints_a_row_per_pace(tmp_path):
