@@ -53,7 +53,7 @@ os.environ.setdefault("BENCH_PG_DATABASE", "bench_hot_path")
 
 from bench._common import bench_env, progress, setup_django
 from bench._db import create_database, drop_database
-from bench._speed import described
+from bench._speed import reference_ms_text
 
 FULL = {
     "calls": 500,
@@ -376,7 +376,8 @@ def claims(calls: int, backlogs: tuple[int, ...], limits: tuple[int, ...]) -> di
 def report(results: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         f"Hot path on and off (issue 10), PostgreSQL; date {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; "
-        f"load average at start {results['load_start']}, at end {results['load_end']}; {results['speed']}",
+        f"load average at start {results['load_start']}, at end {results['load_end']}; "
+        f"at start {results['speed']}, at end {results['speed_end']}",
         "",
         "| prepared statements, median ms per call | on | off | on / off |",
         "|---|---|---|---|",
@@ -433,7 +434,7 @@ def main() -> None:
         os.environ.update(bench_env("postgres"))
         setup_django()
         results: dict[str, Any] = {"load_start": " ".join(f"{x:.2f}" for x in os.getloadavg())}
-        results["speed"] = described()
+        results["speed"] = reference_ms_text()
         progress("prepared statements on and off")
         results["prepared"] = prepared(sizes["calls"])
         progress("a lone commit on the async connection, through the group queue, directly")
@@ -446,6 +447,7 @@ def main() -> None:
         results["claims"] = claims(sizes["claims"], sizes["backlogs"], sizes["limits"])
         results["load"] = under_load(sizes["runs"], sizes["rounds"])
         results["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        results["speed_end"] = reference_ms_text()
         from django.db import connections
 
         connections.close_all()

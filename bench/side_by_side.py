@@ -91,7 +91,7 @@ os.environ.setdefault("BENCH_VAR", str(_ROOT / "var" / "bench" / "side_by_side")
 from bench import _sbs_pg  # noqa: E402
 from bench._common import BENCH_VAR, PG_SERVER_URL, ROOT, bench_env, database_url, progress  # noqa: E402
 from bench._db import create_database, drop_database  # noqa: E402
-from bench._speed import described  # noqa: E402
+from bench._speed import reference_ms_text  # noqa: E402
 
 DBOS_DATABASE = os.environ.get("BENCH_DBOS_DATABASE", "bench_sbs_dbos")
 PROJECT_REGISTRIES = "bench.flows.registry,bench._sbs_flows.registry"
@@ -485,7 +485,7 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], sizes: dict[str,
     out = [
         "Side by side: this engine and DBOS Transact on one PostgreSQL server (issue 10)",
         f"date {info['date']}; machine: {info['cores']} cores; load average (1/5/15 min) at start "
-        f"{info['load_start']}, at end {info['load_end']}; {info['speed']}",
+        f"{info['load_start']}, at end {info['load_end']}; at start {info['speed']}, at end {info['speed_end']}",
         f"PostgreSQL {info['pg']['version']}: fsync={info['pg']['fsync']}, "
         f"synchronous_commit={info['pg']['synchronous_commit']}, "
         f"wal_sync_method={info['pg']['wal_sync_method']}; DBOS {info['dbos']}",
@@ -537,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cores": os.cpu_count(),
         "load_start": _loadavg(),
-        "speed": described(),
+        "speed": reference_ms_text(),
         "pg": _sbs_pg.server_info(f"{PG_SERVER_URL}/postgres"),
     }
     with_dbos = not args.no_dbos
@@ -568,6 +568,7 @@ def main(argv: list[str] | None = None) -> int:
             round_["project"] = run_project({**sizes, "paced_steps_per_s": paced}, Path(tmp))
             results.append(round_)
     info["load_end"] = _loadavg()
+    info["speed_end"] = reference_ms_text()
     print(report(results, info, sizes))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
