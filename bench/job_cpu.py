@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._speed import described  # noqa: E402
+from bench._speed import ROUNDS, reference_ms  # noqa: E402
 
 VAR = Path(os.environ.get("BENCH_VAR") or ROOT / "var" / "bench")  # the SQLite file, the demo's log
 MODES = ("per-step", "shared")
@@ -150,7 +150,9 @@ def child(args: argparse.Namespace) -> None:
     lifespan = ["jobs.services.http.service_clients"] if args.child == "shared" else []
     settings.WORKFLOWS = {**settings.WORKFLOWS, "RUNNER_LIFESPAN": lifespan}
     run_batch(args.warmup, args.concurrency, None)
+    before = reference_ms()  # the machine's speed around the measured batch, in this process
     plain = run_batch(args.jobs, args.concurrency, None)
+    plain["reference_ms"] = [before, reference_ms()]
     profile = cProfile.Profile(time.thread_time)
     run_batch(args.jobs, args.concurrency, profile)
     if args.profile_out:
@@ -175,8 +177,7 @@ def report(vendor: str, figures: dict[str, dict], args: argparse.Namespace) -> N
     load = os.getloadavg()
     print(
         f"Runner CPU per example job on {vendor}, {args.jobs} jobs a mode, --concurrency {args.concurrency}, "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load[0]:.2f} {load[1]:.2f}; "
-        f"{described()}"
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load[0]:.2f} {load[1]:.2f}"
     )
     print(f"{'':10}{'all':>8}" + "".join(f"{c:>13}" for c in COLUMNS) + f"{'db threads':>12}   (ms per job)")
     for mode, f in figures.items():
@@ -191,6 +192,12 @@ def report(vendor: str, figures: dict[str, dict], args: argparse.Namespace) -> N
             + f"{db_threads:12.2f}"
         )
     print("  (store includes the database threads' CPU; target: all <= 15 ms, engine <= 5 ms)")
+    speeds = ", ".join(
+        f"{mode} {f['reference_ms'][0]:.1f} / {f['reference_ms'][1]:.1f} ms" for mode, f in figures.items()
+    )
+    print(
+        f"  reference workload of CPU before / after each measured batch, in its process: {speeds} (bench/_speed.py, best of {ROUNDS})"
+    )
     for mode, f in figures.items():
         if f["top"]:
             print(f"{mode}: the costliest functions of the loop thread (profiled ms per job, calls per job)")
