@@ -5,10 +5,11 @@ Why: the CPU-bound figures (a runner's ms per example job, a step's CPU, the web
 per request) are absolute times, and the machines these benches run on differ by a factor of two
 to three for the same code (the example job's own code, which no change touched, read 0.3 ms on
 2026-12-06 and 1.0 ms on 2026-12-07). One machine moves by as much within minutes: this reference
-read 20.5 ms and 41 ms a minute apart on 2026-12-07, with nothing else running. A figure beside
-its reference can be compared with one taken at another time or on another machine: divide each
-by its own reference. The best of several rounds is taken, the reading least disturbed by other
-work on the machine.
+read 20.5 ms and 41 ms a minute apart on 2026-12-07, with nothing else running. Printed beside a
+figure, it shows how fast the interpreter ran when the figure was taken (not the kernel's or the
+disk's share): two figures whose references are far apart say as much about the moments as about
+the code. The best of several rounds is taken, the reading least disturbed by other work on the
+machine.
 """
 
 from __future__ import annotations
