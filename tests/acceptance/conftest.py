@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import test_database_url
+from tests.support import test_database_url, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,6 +72,18 @@ class Runners:
 
     def output(self, proc: subprocess.Popen) -> Output:
         return self.outputs[proc.pid]
+
+    def wait_up(self, proc: subprocess.Popen) -> None:
+        """Until `proc` has written its presence row, after its loop began handling SIGTERM: a
+        runner still starting when the others did all the work would be ended by the signal
+        itself (returncode -15), not stop gracefully."""
+        from workflows.models import RunnerPresence
+
+        wait_for(
+            lambda: RunnerPresence.objects.filter(pid=proc.pid).exists() or proc.poll() is not None,
+            timeout=60,
+            what=f"runner {proc.pid} to be up\n{self.said()}",
+        )
 
     def said(self) -> str:
         """Every runner's output so far, for a failing assertion's message."""

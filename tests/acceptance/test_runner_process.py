@@ -69,6 +69,7 @@ def test_two_runners__every_run_runs_each_step_exactly_once(runners):
         counts = [ledger[f"r{i} {s}"] for s in ("s1", "s2", "s3")]
         assert counts == [1, 1, 1], f"run r{i}: {counts}\n{runners.said()}"
     for proc in procs:
+        runners.wait_up(proc)  # one of them may have done all 200 before the other was up
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
 

@@ -24,6 +24,7 @@ def test_two_runners__each_fire_time_starts_exactly_one_run(runners, monkeypatch
         what="six scheduled runs to complete",
     )
     for proc in procs:
+        runners.wait_up(proc)  # one of them may have fired all six before the other was up
         proc.send_signal(signal.SIGTERM)
     for proc in procs:
         assert proc.wait(20) == 0
