@@ -136,6 +136,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "5"))
     )
+    # The same for a connection already open: a statement sent into a partition waits out TCP's
+    # retransmissions, whose gaps double (0.2, 0.4 ... 120 s), so after the network heals the
+    # answer comes only at the next retransmission, as late again as the cut lasted, and a
+    # runner stays deaf that long (seen in the multi-host test). The kernel drops a connection
+    # whose data goes unacknowledged for DATABASE_TCP_USER_TIMEOUT seconds (libpq's
+    # tcp_user_timeout); the engine then reconnects. An idle connection is left alone: it comes
+    # back as it was when the network heals (the runner's LISTEN connection alone also probes
+    # with keepalives, workflows/storage/django/notify.py). 0 leaves the kernel's default.
+    _tcp_user_timeout = float(os.environ.get("DATABASE_TCP_USER_TIMEOUT", "10"))
+    if _tcp_user_timeout > 0:
+        DATABASES["default"]["OPTIONS"].setdefault("tcp_user_timeout", int(_tcp_user_timeout * 1000))
 
 # A streaming replica for the operators' list reads (WORKFLOWS["READ_DATABASE"], workflows/
 # read_source.py): the dashboard, the admin's lists, GET /api/runs. Nothing a run depends on reads

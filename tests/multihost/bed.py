@@ -34,9 +34,13 @@ HEARTBEAT = 0.5
 WEB_PORT = 8000
 REGISTRY = "tests.multihost.flows.registry"
 CRON_REGISTRY = "tests.multihost.flows.cron_registry"
+# Seconds a runner's connection may leave data unacknowledged before the kernel drops it
+# (DATABASE_TCP_USER_TIMEOUT; 10 in production against a 30 s lease): scaled to the bed's lease.
+TCP_USER_TIMEOUT = LEASE
 # The engine's protection switches, passed from the test's environment to every runner
-# (`WORKFLOWS_CLOCK=local WORKFLOWS_STALL_CHECK=0 pytest tests/multihost` shows the tests fail).
-ENGINE_SWITCHES = ("WORKFLOWS_CLOCK", "WORKFLOWS_STALL_CHECK")
+# (`WORKFLOWS_CLOCK=local WORKFLOWS_STALL_CHECK=0 DATABASE_TCP_USER_TIMEOUT=0 pytest
+# tests/multihost` shows the tests fail).
+ENGINE_SWITCHES = ("WORKFLOWS_CLOCK", "WORKFLOWS_STALL_CHECK", "DATABASE_TCP_USER_TIMEOUT")
 # Never inherited: they would point a process in a namespace at an address it must not reach.
 DROPPED = ("REDIS_URL", "WORKFLOWS_METRICS_PORT", "PROMETHEUS_MULTIPROC_DIR", "DATABASE_URL")
 
@@ -150,6 +154,7 @@ class Bed:
         host-side address (or `via` host:port, the delaying proxy), its ledger name."""
         assert self.cluster is not None
         env = {k: v for k, v in os.environ.items() if k not in DROPPED and not k.startswith("WORKFLOWS_")}
+        env["DATABASE_TCP_USER_TIMEOUT"] = str(TCP_USER_TIMEOUT)
         env.update({k: os.environ[k] for k in ENGINE_SWITCHES if k in os.environ})
         address = via or (f"{host.gateway}:{self.cluster.port}" if host else f"127.0.0.1:{self.cluster.port}")
         env.update(

@@ -1,5 +1,5 @@
-"""What a runner does on its own beside its runs: periodic jobs (pruning finished runs) and the
-samples of its slots and event-loop lag its observers are told.
+"""What a runner does on its own beside its runs: periodic jobs (pruning finished runs), the
+samples of its slots and event-loop lag its observers are told, and its pause after a failure.
 """
 
 from __future__ import annotations
@@ -34,6 +34,26 @@ async def every(
         except Exception:
             logger.exception("runner %s: periodic %r failed; next in %.0fs", owner, job, seconds)
         await asyncio.sleep(seconds)
+
+
+async def pause_after_failure(exc: Exception, owner: str, seconds: float, wake: asyncio.Event) -> bool:
+    """The claim loop failed with `exc`: say so (the database out of reach in one line; anything
+    else with its traceback), then wait `seconds` or until `wake` is set, whichever comes first.
+    The LISTEN connection's reconnect sets it, so after a restart or a partition the runner is
+    back within a second or so of the database, not at the end of a pause grown long. `wake` is
+    not cleared here (the claim loop clears it before each claim): set while the failing call
+    was in flight, as the reconnect may well be, it ends the pause at once. Returns whether it
+    was woken: the claim loop then starts its pauses short again (the database answering, its
+    pool may still be reconnecting for a moment)."""
+    if isinstance(exc, StoreUnavailable):
+        logger.warning("runner %s: %s; retrying in %.1fs", owner, exc, seconds)
+    else:
+        logger.error("runner %s: the store failed; retrying in %.1fs", owner, seconds, exc_info=exc)
+    try:
+        await asyncio.wait_for(wake.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
 
 
 async def sample(observers: Observer, take: Callable[[float], RunnerSample]) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.clock import Clock
+from ..core.exceptions import StoreUnavailable
 from ..core.records import RunRecord
 from ..storage.base import Store
 from ..telemetry.tracing import producer_span
@@ -226,12 +227,11 @@ class Runner:
                         continue  # a full batch: more may be due
                     timeout = await self._idle_timeout(until_idle)
                     failures = 0
-                except Exception:
-                    # The database is away (a restart, a failover): keep the process, try again.
+                except Exception as exc:  # the database away (a restart, a partition): try again
                     failures += 1
-                    timeout = min(STORE_RETRY_MAX, STORE_RETRY_BASE * 2 ** (failures - 1))
-                    logger.exception("runner %s: the store failed; retrying in %.1fs", self.owner, timeout)
-                    await asyncio.sleep(timeout)
+                    pause = min(STORE_RETRY_MAX, STORE_RETRY_BASE * 2 ** (failures - 1))
+                    if await housekeeping.pause_after_failure(exc, self.owner, pause, self._wake):
+                        failures = 0  # woken (the LISTEN connection is back): pauses start short again
                     continue
                 if until_idle and not self._tasks and (timeout is None or timeout > UNTIL_IDLE_HORIZON):
                     break
@@ -357,8 +357,9 @@ class Runner:
                 held = await self.store.aheartbeat(
                     owner=self.owner, run_ids=ids, lease_seconds=self.lease_seconds, now=self.clock.now()
                 )
-            except Exception:
-                logger.exception("heartbeat failed")
+            except Exception as exc:  # the database away (StoreUnavailable, expected) in one line
+                unexpected = not isinstance(exc, StoreUnavailable)
+                logger.warning("runner %s: heartbeat failed: %s", self.owner, exc, exc_info=unexpected)
                 continue
             self.leases.renewed(held, sent)
             for run_id in ids:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 
 from ..core.clock import Clock
+from ..core.exceptions import StoreUnavailable
 from ..storage.base import Store
 from .registry import Registry
 
@@ -85,10 +86,13 @@ class Scheduler:
                 if await self.tick():
                     wake()
                 failures = 0
-            except Exception:
+            except Exception as exc:
                 failures += 1
                 delay = min(RETRY_MAX, RETRY_BASE * 2 ** (failures - 1))
-                logger.exception("schedules: the store failed; trying again in %.1fs", delay)
+                if isinstance(exc, StoreUnavailable):  # the database away: expected, one line
+                    logger.warning("schedules: %s; trying again in %.1fs", exc, delay)
+                else:
+                    logger.exception("schedules: the store failed; trying again in %.1fs", delay)
                 await asyncio.sleep(delay)
                 continue
             if not self.registry.schedules:

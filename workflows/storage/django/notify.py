@@ -22,6 +22,13 @@ NOTIFY_CHANNEL = "workflows_wake"
 SQLITE_POLL = 0.01  # seconds between data_version checks: an in-process call, no table read
 LISTEN_RETRY = 1.0  # seconds before reconnecting a dropped LISTEN connection
 
+# Django's OPTIONS that are libpq's connection parameters too (the rest are Django's own).
+LIBPQ_OPTIONS = frozenset(
+    {"sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "options", "tcp_user_timeout"}
+    | {"keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count"}
+)
+KEEPALIVE_PROBES = 3
+
 RunSync = Callable[..., Awaitable[Any]]
 
 
@@ -58,6 +65,9 @@ async def _listen(run_sync: RunSync, wake: Callable[[], None]) -> None:
                     wake()
         except asyncio.CancelledError:
             raise
+        except psycopg.OperationalError as exc:  # the server or the network away: expected, one line
+            logger.warning("LISTEN connection failed: %s; retrying in %.0fs", exc, LISTEN_RETRY)
+            await asyncio.sleep(LISTEN_RETRY)
         except Exception:
             logger.exception("LISTEN connection failed; retrying in %.0fs", LISTEN_RETRY)
             await asyncio.sleep(LISTEN_RETRY)
@@ -103,12 +113,28 @@ def _sqlite_data_version() -> int:
 
 
 def _libpq_params() -> dict[str, Any]:
-    settings = connection.settings_dict
+    return libpq_params(connection.settings_dict)
+
+
+def libpq_params(settings: dict[str, Any]) -> dict[str, Any]:
+    """psycopg's connection parameters for a Django database's `settings` (a LISTEN connection's)."""
     params: dict[str, Any] = {"dbname": settings["NAME"]}
     for libpq, django in (("user", "USER"), ("password", "PASSWORD"), ("host", "HOST"), ("port", "PORT")):
         if settings.get(django):
             params[libpq] = settings[django]
     for option, value in (settings.get("OPTIONS") or {}).items():
-        if option in {"sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "options"}:
+        if option in LIBPQ_OPTIONS:
             params[option] = value
+    user_timeout = params.get("tcp_user_timeout")
+    if user_timeout and "keepalives" not in params:
+        # It sends nothing while it waits, so a partition would go unseen and a runner woken by
+        # nothing once the network heals: keepalives probe it, and it fails within about the
+        # tcp_user_timeout (settings.py) after the cut; its reconnect then wakes the runner.
+        seconds = max(1, round(int(user_timeout) / 1000 / KEEPALIVE_PROBES))
+        params.update(
+            keepalives=1,
+            keepalives_idle=seconds,
+            keepalives_interval=seconds,
+            keepalives_count=KEEPALIVE_PROBES,
+        )
     return params
