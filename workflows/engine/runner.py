@@ -358,8 +358,9 @@ class Runner:
                     owner=self.owner, run_ids=ids, lease_seconds=self.lease_seconds, now=self.clock.now()
                 )
             except Exception as exc:  # the database away (StoreUnavailable, expected) in one line
-                unexpected = not isinstance(exc, StoreUnavailable)
-                logger.warning("runner %s: heartbeat failed: %s", self.owner, exc, exc_info=unexpected)
+                expected = isinstance(exc, StoreUnavailable)
+                level = logging.WARNING if expected else logging.ERROR  # ERROR, as it always was
+                logger.log(level, "runner %s: heartbeat failed: %s", self.owner, exc, exc_info=not expected)
                 continue
             self.leases.renewed(held, sent)
             for run_id in ids:
